@@ -1,0 +1,52 @@
+"""Pydantic models for every step's input and output (JSON in, JSON out)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class Plan(BaseModel):
+    """Step 1 (model): what the household needs to have in stock this week."""
+
+    staples: list[str] = Field(min_length=1)
+    note: str
+
+
+class PantryReport(BaseModel):
+    """Step 2: what is already in the pantry and what is missing."""
+
+    have: list[str]
+    missing: list[str]
+
+
+class OrderLine(BaseModel):
+    item: str = Field(min_length=1)
+    quantity: int = Field(ge=1, le=24)
+
+
+class Choice(BaseModel):
+    """Step 3 (model): what to buy."""
+
+    lines: list[OrderLine] = Field(min_length=1)
+
+
+class OrderPlaced(BaseModel):
+    """Step 4 (side effect): the order as the store holds it."""
+
+    order_id: int
+    lines: list[OrderLine]
+
+
+class EmailSent(BaseModel):
+    """Step 5 (side effect): the confirmation email as the outbox holds it."""
+
+    email_id: int
+    recipient: str
+    subject: str
+    body: str
+
+
+class Summary(BaseModel):
+    """Step 6 (model): the run's summary for the household."""
+
+    text: str = Field(min_length=1)

@@ -1,0 +1,1 @@
+"""Benchmarks: what a checkpoint, a Temporal step and a recovery cost."""

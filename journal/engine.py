@@ -1,0 +1,168 @@
+"""A durable-step engine in one table and one function.
+
+`agent_steps` holds one row per finished step, keyed by (run_id, step). When a run starts, its
+whole journal is read in ONE query; after that a saved step is replayed from memory, and a new
+step costs one INSERT (one round trip, one commit).
+
+Four designs, from weakest to strongest:
+
+- naive          no journal, no keys: a resumed run starts over and repeats everything.
+- checkpoint     journal, no keys: a crash after an effect and before its checkpoint repeats it.
+- durable        journal + idempotency key f"{run_id}:{n}": the repeat finds the first effect.
+- transactional  a step whose effect lives in our own database commits the effect and its
+                 checkpoint in one transaction: there is no window between them at all.
+                 (Model calls are external, so they still take a key, as in durable.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, TypeVar
+
+import psycopg
+from pydantic import BaseModel
+
+from activities.crash_points import CrashPoint, Moment, crash_if
+from store.errors import AgentError, ConfigError
+
+T = TypeVar("T", bound=BaseModel)
+
+
+class Design(StrEnum):
+    NAIVE = "naive"
+    CHECKPOINT = "checkpoint"
+    DURABLE = "durable"
+    TRANSACTIONAL = "transactional"
+
+    @classmethod
+    def parse(cls, text: str) -> Design:
+        try:
+            return cls(text)
+        except ValueError:
+            valid = ", ".join(d.value for d in cls)
+            raise ConfigError(f"unknown design {text!r}; valid designs: {valid}") from None
+
+
+class DeterminismError(AgentError):
+    """The code asks for a different step than the journal saved at that position."""
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """What a step's function gets: the connection to write through and its idempotency key."""
+
+    conn: psycopg.AsyncConnection
+    key: str | None
+
+
+# Registers the run (or finds it) and loads its whole journal: one round trip.
+_OPEN_RUN = """
+with run as (
+    insert into agent_runs (run_id, design, household)
+    values (%(run_id)s, %(design)s, %(household)s)
+    on conflict (run_id) do update set run_id = excluded.run_id
+    returning design, household
+)
+select run.design, run.household,
+       (select coalesce(jsonb_agg(jsonb_build_array(step, name, output)), '[]')
+          from agent_steps where run_id = %(run_id)s)
+from run
+"""
+_SAVE_STEP = "insert into agent_steps (run_id, step, name, output) values (%s, %s, %s, %s::jsonb)"
+_FINISH_RUN = (
+    "update agent_runs set status = 'completed', result = %s::jsonb, finished_at = now()"
+    " where run_id = %s"
+)
+
+
+class Journal:
+    def __init__(
+        self,
+        conn: psycopg.AsyncConnection,
+        run_id: str,
+        design: Design,
+        saved: dict[int, tuple[str, Any]],
+        crash_at: CrashPoint | None,
+    ) -> None:
+        self.conn = conn
+        self.run_id = run_id
+        self.design = design
+        self.saved = saved  # step number -> (name, output as JSON): replayed from memory
+        self.crash_at = crash_at
+
+    @classmethod
+    async def open(
+        cls,
+        conn: psycopg.AsyncConnection,
+        run_id: str,
+        design: Design,
+        household: str,
+        crash_at: CrashPoint | None = None,
+    ) -> Journal:
+        params = {"run_id": run_id, "design": design.value, "household": household}
+        cur = await conn.execute(_OPEN_RUN, params)
+        row = await cur.fetchone()
+        assert row is not None
+        saved_design, saved_household, steps = row
+        if saved_design != design.value:
+            raise ConfigError(
+                f"run {run_id} was started with design {saved_design}; resume it with that design"
+            )
+        if saved_household != household:
+            raise ConfigError(f"run {run_id} belongs to household {saved_household}")
+        saved = {} if design is Design.NAIVE else {n: (name, out) for n, name, out in steps}
+        return cls(conn, run_id, design, saved, crash_at)
+
+    async def step(
+        self,
+        n: int,
+        name: str,
+        output_type: type[T],
+        fn: Callable[[StepContext], Awaitable[T]],
+        *,
+        local: bool = False,
+    ) -> T:
+        """Run step n once. `local=True` marks a step whose effect lives in our own database."""
+        if n in self.saved:  # replay: no I/O at all
+            saved_name, output = self.saved[n]
+            if saved_name != name:
+                raise DeterminismError(
+                    f"run {self.run_id}: step {n} is {name!r} in the code but {saved_name!r} in "
+                    "the journal; the agent changed since this run started, refusing to replay"
+                )
+            return output_type.model_validate(output)
+
+        if self.design is Design.NAIVE:
+            output = await fn(StepContext(self.conn, None))
+            crash_if(self.crash_at, Moment.AFTER_EFFECT, n)
+            crash_if(self.crash_at, Moment.AFTER_CHECKPOINT, n)  # nothing is saved in between
+            return output
+
+        if local and self.design is Design.TRANSACTIONAL:
+            async with self.conn.transaction():
+                output = await fn(StepContext(self.conn, None))
+                # A crash here aborts the transaction: the effect vanishes with its checkpoint.
+                crash_if(self.crash_at, Moment.AFTER_EFFECT, n)
+                await self._save(n, name, output)
+        else:
+            keyed = self.design in (Design.DURABLE, Design.TRANSACTIONAL)
+            output = await fn(StepContext(self.conn, f"{self.run_id}:{n}" if keyed else None))
+            # THE CRASH WINDOW: the effect is committed and its checkpoint is not. A resumed run
+            # runs this step again; only the idempotency key keeps it from doing the effect twice.
+            crash_if(self.crash_at, Moment.AFTER_EFFECT, n)
+            await self._save(n, name, output)
+        crash_if(self.crash_at, Moment.AFTER_CHECKPOINT, n)
+        return output
+
+    async def _save(self, n: int, name: str, output: BaseModel) -> None:
+        try:
+            await self.conn.execute(_SAVE_STEP, (self.run_id, n, name, output.model_dump_json()))
+        except psycopg.errors.UniqueViolation:
+            raise AgentError(
+                f"run {self.run_id}: step {n} was saved by another process running the same run"
+            ) from None
+
+    async def finish(self, result: BaseModel) -> None:
+        await self.conn.execute(_FINISH_RUN, (result.model_dump_json(), self.run_id))

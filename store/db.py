@@ -1,0 +1,85 @@
+"""Connections to the app database and the idempotent schema."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from store.config import env_str
+from store.embedded_postgres import ensure_postgres
+from store.errors import DatabaseUnavailable
+
+CONNECT_TIMEOUT_S = 5
+# Any constant will do: it serialises concurrent schema creation across processes.
+_SCHEMA_LOCK_ID = 0x67726F63  # "groc"
+
+
+def database_url() -> str:
+    """DATABASE_URL if set, else the embedded Postgres under .data/ (started on demand)."""
+    return env_str("DATABASE_URL") or ensure_postgres()
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for error messages."""
+    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
+
+
+def _unavailable(url: str, err: Exception) -> DatabaseUnavailable:
+    reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return DatabaseUnavailable(f"cannot connect to Postgres at {redact(url)}: {reason}")
+
+
+async def connect(url: str) -> psycopg.AsyncConnection:
+    """One autocommit connection: each statement commits on its own unless inside a transaction."""
+    try:
+        return await psycopg.AsyncConnection.connect(
+            url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
+        )
+    except psycopg.OperationalError as err:
+        raise _unavailable(url, err) from None
+
+
+def connect_sync(url: str) -> psycopg.Connection:
+    try:
+        return psycopg.Connection.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
+    except psycopg.OperationalError as err:
+        raise _unavailable(url, err) from None
+
+
+async def open_pool(url: str, *, max_size: int = 10) -> AsyncConnectionPool:
+    """A pool whose connections are checked before use, so a restarted Postgres is reconnected to
+    rather than failing the next activity."""
+    pool = AsyncConnectionPool(
+        url,
+        min_size=1,
+        max_size=max_size,
+        kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
+        check=AsyncConnectionPool.check_connection,
+        open=False,
+    )
+    try:
+        await pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+    except Exception as err:  # PoolTimeout hides the cause; say what was tried
+        await pool.close()
+        raise _unavailable(url, err) from None
+    return pool
+
+
+def schema_sql() -> str:
+    return resources.files("store").joinpath("schema.sql").read_text()
+
+
+async def ensure_schema(conn: psycopg.AsyncConnection) -> None:
+    """Create the tables if missing. Safe to call from many processes at once."""
+    async with conn.transaction():
+        await conn.execute("select pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_ID,))
+        await conn.execute(schema_sql())
+
+
+def ensure_schema_sync(conn: psycopg.Connection) -> None:
+    with conn.transaction():
+        conn.execute("select pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_ID,))
+        conn.execute(schema_sql())

@@ -1,0 +1,84 @@
+"""What a run left in the database, whichever engine ran it (run_id = the workflow id there)."""
+
+from __future__ import annotations
+
+import re
+
+import psycopg
+from pydantic import BaseModel
+
+# One round trip: the counts and the content of a run's effects.
+_RUN_STATE = """
+select
+  (select count(*) from model_calls where run_id = %(r)s),
+  (select coalesce(jsonb_agg(jsonb_build_object('id', id, 'items', items) order by id), '[]')
+     from orders where run_id = %(r)s),
+  (select coalesce(jsonb_agg(jsonb_build_object('id', id, 'recipient', recipient,
+          'subject', subject, 'body', body) order by id), '[]')
+     from emails where run_id = %(r)s),
+  (select result->>'text' from agent_runs where run_id = %(r)s)
+"""
+
+
+class OrderRow(BaseModel):
+    id: int
+    items: list[dict[str, object]]
+
+
+class EmailRow(BaseModel):
+    id: int
+    recipient: str
+    subject: str
+    body: str
+
+
+class RunState(BaseModel):
+    run_id: str
+    model_calls: int
+    orders: list[OrderRow]
+    emails: list[EmailRow]
+    summary: str | None  # the journal's saved result; Temporal's lives in the workflow result
+
+    @property
+    def counts(self) -> tuple[int, int, int]:
+        return self.model_calls, len(self.orders), len(self.emails)
+
+    def counts_text(self) -> str:
+        calls, orders, emails = self.counts
+        return f"{calls} model calls, {orders} orders, {emails} emails"
+
+    def exists(self) -> bool:
+        return bool(self.model_calls or self.orders or self.emails or self.summary)
+
+    def final_state(self) -> dict[str, object]:
+        """The run's whole outcome with its own order ids replaced by a placeholder, so that two
+        runs compare equal exactly when they ordered the same items, sent the same email naming
+        their own order, and wrote the same summary. An email naming some other order id keeps
+        that id, and so compares unequal."""
+
+        def mask(text: str | None) -> str | None:
+            if text is None:
+                return None
+            for order in self.orders:
+                text = re.sub(rf"#{order.id}\b", "#<order>", text)
+            return text
+
+        return {
+            "model_calls": self.model_calls,
+            "orders": [order.items for order in self.orders],
+            "emails": [(e.recipient, mask(e.subject), mask(e.body)) for e in self.emails],
+            "summary": mask(self.summary),
+        }
+
+
+async def read_run_state(conn: psycopg.AsyncConnection, run_id: str) -> RunState:
+    cur = await conn.execute(_RUN_STATE, {"r": run_id})
+    row = await cur.fetchone()
+    assert row is not None
+    return RunState(run_id=run_id, model_calls=row[0], orders=row[1], emails=row[2], summary=row[3])
+
+
+def read_run_state_sync(conn: psycopg.Connection, run_id: str) -> RunState:
+    row = conn.execute(_RUN_STATE, {"r": run_id}).fetchone()
+    assert row is not None
+    return RunState(run_id=run_id, model_calls=row[0], orders=row[1], emails=row[2], summary=row[3])

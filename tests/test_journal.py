@@ -1,0 +1,173 @@
+"""The hand-rolled journal baseline on real Postgres, crashed by real SIGKILLs."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+import psycopg
+import pytest
+
+from activities.model import ModelOutputError, StubModel
+from activities.models import Plan
+from journal.agent import run_to_completion
+from journal.engine import Design, DeterminismError, Journal
+from store.db import connect
+from tests.conftest import child_env, new_run_id, run_journal, state
+
+DESIGNS = [d.value for d in Design]
+NO_CRASH = (3, 1, 1)  # model calls, orders, emails
+
+
+@pytest.fixture(scope="module")
+def reference(db_url: str, db: psycopg.Connection) -> dict[str, object]:
+    """The final state of a durable run that never crashed."""
+    run_id = new_run_id("reference")
+    done = run_journal(db_url, run_id, "durable")
+    assert done.returncode == 0, done.stderr
+    return state(db, run_id).final_state()
+
+
+@pytest.mark.parametrize("design", DESIGNS)
+def test_every_design_without_a_crash(
+    design: str, db_url: str, db: psycopg.Connection, reference: dict[str, object]
+) -> None:
+    run_id = new_run_id(f"nocrash-{design}")
+    done = run_journal(db_url, run_id, design)
+    assert done.returncode == 0, done.stderr
+    assert "completed" in done.stdout
+    final = state(db, run_id)
+    assert final.counts == NO_CRASH
+    assert final.final_state() == reference
+
+
+# (design, crash point) -> final (model calls, orders, emails) after the resumed run.
+EXPECTED = {
+    ("naive", "after-effect:4"): (5, 2, 1),  # starts over: plan and choose again, a second order
+    ("naive", "after-checkpoint:4"): (5, 2, 1),  # nothing was saved, so the same
+    ("checkpoint", "after-effect:4"): (3, 2, 1),  # the order ran, its checkpoint did not: again
+    ("checkpoint", "after-checkpoint:4"): NO_CRASH,
+    ("durable", "after-effect:4"): NO_CRASH,  # the repeat finds the order by its key
+    ("durable", "after-checkpoint:4"): NO_CRASH,
+    ("transactional", "after-effect:4"): NO_CRASH,  # the order rolled back with its checkpoint
+    ("transactional", "after-checkpoint:4"): NO_CRASH,
+}
+
+
+@pytest.mark.parametrize(("design", "crash_at"), list(EXPECTED))
+def test_sigkill_then_resume(
+    design: str, crash_at: str, db_url: str, db: psycopg.Connection, reference: dict[str, object]
+) -> None:
+    run_id = new_run_id(f"crash-{design}")
+    crashed = run_journal(db_url, run_id, design, crash_at)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr
+    assert f"CRASH {crash_at}" in crashed.stderr
+
+    resumed = run_journal(db_url, run_id, design)
+    assert resumed.returncode == 0, resumed.stderr
+
+    final = state(db, run_id)
+    assert final.counts == EXPECTED[design, crash_at]
+    if EXPECTED[design, crash_at] == NO_CRASH:
+        # Not just the counts: the same items, the email naming this run's one order, the summary.
+        assert final.final_state() == reference
+        assert f"#{final.orders[0].id}" in final.emails[0].body
+    else:
+        # The weaker designs must visibly fail: this is how we know the test can see a duplicate.
+        assert final.final_state() != reference
+
+
+def test_transactional_crash_leaves_no_order_behind(db_url: str, db: psycopg.Connection) -> None:
+    """Killed between the order and its checkpoint, the transaction never committed."""
+    run_id = new_run_id("tx-window")
+    crashed = run_journal(db_url, run_id, "transactional", "after-effect:4")
+    assert crashed.returncode == -signal.SIGKILL
+    assert state(db, run_id).counts == (2, 0, 0)
+
+
+async def test_reordered_steps_fail_with_a_determinism_error(db_url: str) -> None:
+    run_id = new_run_id("determinism")
+    model = StubModel()
+    async with await connect(db_url) as conn:
+        await run_to_completion(conn, model, run_id, Design.DURABLE, "household-1")
+
+        # The same run, replayed by code that asks for "choose" where "check_pantry" was saved.
+        journal = await Journal.open(conn, run_id, Design.DURABLE, "household-1")
+        await journal.step(1, "plan", Plan, _never_called)
+        with pytest.raises(DeterminismError, match="step 2 is 'choose' in the code"):
+            await journal.step(2, "choose", Plan, _never_called)
+
+
+async def _never_called(_: object) -> Plan:
+    raise AssertionError("a saved step must be replayed, not run")
+
+
+class GarbageModel:
+    """A model that answers with text that is not the JSON the step asked for."""
+
+    async def complete(self, prompt: str) -> str:
+        return "Sure! Here is your plan: buy milk."
+
+
+async def test_malformed_model_output_is_a_clear_error(db_url: str, db: psycopg.Connection) -> None:
+    run_id = new_run_id("garbage")
+    async with await connect(db_url) as conn:
+        with pytest.raises(ModelOutputError, match="model output for step 1 is not a valid Plan"):
+            await run_to_completion(conn, GarbageModel(), run_id, Design.DURABLE, "household-1")
+    # The call was made (and paid for), so it is recorded; no step was saved as done.
+    assert state(db, run_id).counts == (1, 0, 0)
+    assert db.execute(
+        "select count(*) from agent_steps where run_id = %s", (run_id,)
+    ).fetchone() == (0,)
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (["--design", "bogus"], {}, "unknown design 'bogus'; valid designs: naive, checkpoint"),
+        ([], {"CRASH_AT": "after-lunch:2"}, "unknown crash point 'after-lunch:2'; valid points:"),
+        ([], {"CRASH_AT": "after-effect:7"}, "unknown crash point 'after-effect:7'"),
+        ([], {"DATABASE_URL": "postgresql://nobody@127.0.0.1:1/x"}, "cannot connect to Postgres"),
+        ([], {"STUB_MODEL_LATENCY_MS": "soon"}, "STUB_MODEL_LATENCY_MS='soon' is not a number"),
+    ],
+)
+def test_bad_input_is_one_line_and_writes_nothing(
+    args: list[str], env: dict[str, str], message: str, db_url: str, db: psycopg.Connection
+) -> None:
+    run_id = new_run_id("bad-input")
+    done = subprocess.run(
+        [sys.executable, "-m", "journal", "run", "--run-id", run_id, *args],
+        env=child_env(db_url, **env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [f"error: {done.stderr.strip()[7:]}"]
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not state(db, run_id).exists()
+    assert db.execute(
+        "select count(*) from agent_runs where run_id = %s", (run_id,)
+    ).fetchone() == (0,)
+
+
+def test_unknown_run_id_is_one_line(db_url: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "journal", "show", "--run-id", "no-such-run"],
+        env=child_env(db_url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == "error: no run with id 'no-such-run'"
+
+
+def test_resuming_with_another_design_is_refused(db_url: str) -> None:
+    run_id = new_run_id("design-switch")
+    assert run_journal(db_url, run_id, "durable").returncode == 0
+    done = run_journal(db_url, run_id, "naive")
+    assert done.returncode == 2
+    assert "was started with design durable" in done.stderr

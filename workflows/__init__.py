@@ -1,0 +1,1 @@
+"""GroceryAgentWorkflow: the six steps as Temporal activities."""
