@@ -50,3 +50,32 @@ class Summary(BaseModel):
     """Step 6 (model): the run's summary for the household."""
 
     text: str = Field(min_length=1)
+
+
+# Inputs and the result of the Temporal workflow and its activities (one pydantic model each).
+
+
+class GroceryRequest(BaseModel):
+    household: str = Field(min_length=1)
+    week: str = Field(min_length=1, description="ISO week, e.g. 2026-W49")
+
+
+class PantryInput(BaseModel):
+    household: str
+    plan: Plan
+
+
+class ConfirmationInput(BaseModel):
+    household: str
+    order: OrderPlaced
+
+
+class SummaryInput(BaseModel):
+    order: OrderPlaced
+    email: EmailSent
+
+
+class GroceryResult(BaseModel):
+    summary: Summary
+    order: OrderPlaced
+    email: EmailSent

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -60,3 +61,66 @@ def run_journal(
 
 def state(db: psycopg.Connection, run_id: str) -> RunState:
     return read_run_state_sync(db, run_id)
+
+
+# --- Temporal ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def temporal_address() -> str:
+    from store.temporal_server import temporal_address as address
+
+    return address()
+
+
+@pytest.fixture(scope="session")
+async def client(temporal_address: str):
+    from store.temporal_client import connect_temporal
+
+    return await connect_temporal(temporal_address)
+
+
+class WorkerProcess:
+    """`python worker.py` in a child process, as a user runs it; its output goes to a log file."""
+
+    def __init__(self, db_url: str, address: str, queue: str, log_dir: Path, **env: str) -> None:
+        self.log_path = log_dir / f"worker-{uuid.uuid4().hex[:6]}.log"
+        self._log = self.log_path.open("w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "worker.py"],
+            cwd=Path(__file__).resolve().parent.parent,
+            env=child_env(db_url, TEMPORAL_ADDRESS=address, TASK_QUEUE=queue, **env),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def wait(self, timeout: float) -> int:
+        return self.proc.wait(timeout=timeout)
+
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+@pytest.fixture
+def workers(db_url: str, temporal_address: str, tmp_path: Path):
+    """Start worker processes with `workers(queue, **env)`; all are stopped after the test."""
+    started: list[WorkerProcess] = []
+
+    def start(queue: str, **env: str) -> WorkerProcess:
+        worker = WorkerProcess(db_url, temporal_address, queue, tmp_path, **env)
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()

@@ -1,0 +1,146 @@
+"""The six steps as Temporal activities: methods of a class handed its dependencies.
+
+Each side effect gets the idempotency key f"{workflow_id}:{activity_id}" from `activity.info()`.
+Temporal may run an activity more than once (a worker killed after the effect and before the
+server heard of it); the key makes the second attempt find the first attempt's row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from enum import StrEnum
+from typing import TypeVar
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+from temporalio import activity
+
+from activities import steps
+from activities.crash_points import CrashPoint, Moment, crash_if
+from activities.model import Model
+from activities.models import (
+    Choice,
+    ConfirmationInput,
+    EmailSent,
+    GroceryRequest,
+    OrderPlaced,
+    PantryInput,
+    PantryReport,
+    Plan,
+    Summary,
+    SummaryInput,
+)
+from store.errors import ConfigError
+
+T = TypeVar("T")
+
+# Heartbeat this often while a step runs: a killed worker is noticed after the workflow's
+# heartbeat_timeout, not after the (much longer) start_to_close_timeout.
+HEARTBEAT_EVERY_S = 0.5
+
+
+class KeyStrategy(StrEnum):
+    WORKFLOW = "workflow"  # workflow id + activity id: survives resets and retries (default)
+    RUN = "run"  # run id + activity id, as Temporal's docs suggest: a reset orders again
+    NONE = "none"  # no key: a retried effect is done twice (for the crash lab)
+
+    @classmethod
+    def parse(cls, text: str) -> KeyStrategy:
+        try:
+            return cls(text)
+        except ValueError:
+            valid = ", ".join(s.value for s in cls)
+            raise ConfigError(f"unknown key strategy {text!r}; valid: {valid}") from None
+
+
+def idempotency_key(strategy: KeyStrategy, info: activity.Info) -> str | None:
+    if strategy is KeyStrategy.WORKFLOW:
+        return f"{info.workflow_id}:{info.activity_id}"
+    if strategy is KeyStrategy.RUN:
+        return f"{info.workflow_run_id}:{info.activity_id}"
+    return None
+
+
+async def heartbeating(work: Awaitable[T]) -> T:
+    """Await `work`, heartbeating to the server until it is done."""
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=HEARTBEAT_EVERY_S)
+            if done:
+                return task.result()
+            activity.heartbeat()
+    finally:
+        task.cancel()
+
+
+class GroceryActivities:
+    def __init__(
+        self,
+        pool: AsyncConnectionPool,
+        model: Model,
+        key_strategy: KeyStrategy = KeyStrategy.WORKFLOW,
+        crash_at: CrashPoint | None = None,
+    ) -> None:
+        self.pool = pool
+        self.model = model
+        self.key_strategy = key_strategy
+        self.crash_at = crash_at
+
+    async def _step(
+        self, n: int, work: Callable[[psycopg.AsyncConnection, str, str | None], Awaitable[T]]
+    ) -> T:
+        """Run step n: `work(conn, run_id, key)`; run_id is the workflow id."""
+        # The server recorded step n-1 (that is why step n was scheduled); nothing of n has run.
+        crash_if(self.crash_at, Moment.AFTER_CHECKPOINT, n - 1)
+        info = activity.info()
+        async with self.pool.connection() as conn:
+            result = await heartbeating(
+                work(conn, info.workflow_id, idempotency_key(self.key_strategy, info))
+            )
+        # The effect is committed; the server has not heard of it. Temporal will retry this
+        # activity, and only the idempotency key keeps the retry from doing it again.
+        crash_if(self.crash_at, Moment.AFTER_EFFECT, n)
+        return result
+
+    @activity.defn
+    async def plan(self, request: GroceryRequest) -> Plan:
+        return await self._step(
+            1,
+            lambda conn, run_id, key: steps.plan(conn, self.model, run_id, request.household, key),
+        )
+
+    @activity.defn
+    async def check_pantry(self, data: PantryInput) -> PantryReport:
+        return await self._step(2, lambda *_: steps.check_pantry(data.household, data.plan))
+
+    @activity.defn
+    async def choose(self, pantry: PantryReport) -> Choice:
+        return await self._step(
+            3, lambda conn, run_id, key: steps.choose(conn, self.model, run_id, pantry, key)
+        )
+
+    @activity.defn
+    async def place_order(self, choice: Choice) -> OrderPlaced:
+        return await self._step(
+            4, lambda conn, run_id, key: steps.place_order(conn, run_id, choice.lines, key)
+        )
+
+    @activity.defn
+    async def send_confirmation(self, data: ConfirmationInput) -> EmailSent:
+        return await self._step(
+            5,
+            lambda conn, run_id, key: steps.send_confirmation(
+                conn, run_id, data.household, data.order, key
+            ),
+        )
+
+    @activity.defn
+    async def summarise(self, data: SummaryInput) -> Summary:
+        return await self._step(
+            6,
+            lambda conn, run_id, key: steps.summarise(
+                conn, self.model, run_id, data.order, data.email, key
+            ),
+        )

@@ -1,0 +1,41 @@
+"""GroceryAgentWorkflow as somebody might 'improve' it: it skips the pantry check.
+
+Replaying a history recorded by the real workflow with this one must fail: the history says the
+second activity was check_pantry, this code schedules choose.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from activities.models import (
+        ConfirmationInput,
+        GroceryRequest,
+        GroceryResult,
+        PantryReport,
+        SummaryInput,
+    )
+    from activities.temporal import GroceryActivities
+    from workflows.grocery import STEP
+
+
+@workflow.defn(name="GroceryAgentWorkflow")
+class ReorderedGroceryAgentWorkflow:
+    @workflow.run
+    async def run(self, request: GroceryRequest) -> GroceryResult:
+        plan = await workflow.execute_activity_method(GroceryActivities.plan, request, **STEP)
+        pantry = PantryReport(have=[], missing=plan.staples)
+        choice = await workflow.execute_activity_method(GroceryActivities.choose, pantry, **STEP)
+        order = await workflow.execute_activity_method(
+            GroceryActivities.place_order, choice, **STEP
+        )
+        email = await workflow.execute_activity_method(
+            GroceryActivities.send_confirmation,
+            ConfirmationInput(household=request.household, order=order),
+            **STEP,
+        )
+        summary = await workflow.execute_activity_method(
+            GroceryActivities.summarise, SummaryInput(order=order, email=email), **STEP
+        )
+        return GroceryResult(summary=summary, order=order, email=email)

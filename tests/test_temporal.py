@@ -1,0 +1,183 @@
+"""The grocery agent on a real Temporal dev server and real Postgres; workers SIGKILLed for real."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+from temporalio.workflow import NondeterminismError
+
+from activities.models import GroceryRequest, GroceryResult
+from tests.conftest import WorkerProcess, child_env, new_run_id, state
+from tests.reordered_workflow import ReorderedGroceryAgentWorkflow
+from workflows.grocery import GroceryAgentWorkflow
+
+ROOT = Path(__file__).resolve().parent.parent
+HISTORY = Path(__file__).parent / "histories" / "grocery_completed.json"
+RESULT_TIMEOUT_S = 60
+
+
+def starter(db_url: str, address: str, queue: str, *args: str) -> dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, "starter.py", "--task-queue", queue, "--json", *args],
+        cwd=ROOT,
+        env=child_env(db_url, TEMPORAL_ADDRESS=address),
+        capture_output=True,
+        text=True,
+        timeout=RESULT_TIMEOUT_S,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_no_crash_and_no_second_order_for_the_same_week(
+    db_url: str, temporal_address: str, workers: Callable[..., WorkerProcess]
+) -> None:
+    queue = new_run_id("q")
+    household = new_run_id("h")
+    workers(queue)
+    first = starter(db_url, temporal_address, queue, "--household", household, "--week", "2026-W49")
+    assert first["workflow_id"] == f"grocery-{household}-2026-W49"
+    assert (first["model_calls"], first["orders"], first["emails"]) == (3, 1, 1)
+    assert f"#{first['order_id']}" in str(first["summary"])
+    assert first["already_ran"] is False
+
+    # The same household and week again: the existing run is reported, nothing is ordered.
+    again = starter(db_url, temporal_address, queue, "--household", household, "--week", "2026-W49")
+    assert again["already_ran"] is True
+    assert again["run_id"] == first["run_id"]
+    assert (again["order_id"], again["orders"], again["emails"]) == (first["order_id"], 1, 1)
+
+
+async def crash_then_resume(
+    client: Client,
+    workers: Callable[..., WorkerProcess],
+    crash_at: str,
+    key_strategy: str,
+) -> tuple[str, GroceryResult]:
+    """Start a run on a worker that SIGKILLs itself at `crash_at`; a fresh worker finishes it."""
+    queue = new_run_id("q")
+    workflow_id = new_run_id(f"crash-{key_strategy}")
+    doomed = workers(queue, CRASH_AT=crash_at, KEY_STRATEGY=key_strategy)
+    handle = await client.start_workflow(
+        GroceryAgentWorkflow.run,
+        GroceryRequest(household="household-1", week="2026-W49"),
+        id=workflow_id,
+        task_queue=queue,
+    )
+    code = await asyncio.to_thread(doomed.wait, RESULT_TIMEOUT_S)
+    assert code == -signal.SIGKILL, doomed.log()
+    assert f"CRASH {crash_at}" in doomed.log()
+
+    workers(queue, KEY_STRATEGY=key_strategy)
+    result = await asyncio.wait_for(handle.result(), RESULT_TIMEOUT_S)
+    return workflow_id, result
+
+
+async def attempts(client: Client, workflow_id: str) -> list[int]:
+    """The attempt number of every ActivityTaskStarted event in the run's history."""
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    return [
+        e.activity_task_started_event_attributes.attempt
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+    ]
+
+
+@pytest.mark.parametrize(
+    ("crash_at", "key_strategy", "expected"),
+    [
+        ("after-effect:4", "workflow", (3, 1, 1)),
+        ("after-effect:4", "run", (3, 1, 1)),  # a retry keeps the run id, so this holds too
+        ("after-effect:4", "none", (3, 2, 1)),  # no key: the retried order is a second order
+        ("after-effect:5", "workflow", (3, 1, 1)),
+        ("after-effect:5", "none", (3, 1, 2)),  # no key: a second confirmation email
+    ],
+)
+async def test_worker_killed_after_the_effect(
+    crash_at: str,
+    key_strategy: str,
+    expected: tuple[int, int, int],
+    client: Client,
+    workers: Callable[..., WorkerProcess],
+    db: psycopg.Connection,
+) -> None:
+    workflow_id, result = await crash_then_resume(client, workers, crash_at, key_strategy)
+    final = state(db, workflow_id)
+    assert final.counts == expected
+    # Temporal retried the killed activity: its second attempt ran on the new worker.
+    step = int(crash_at.split(":")[1])
+    assert (await attempts(client, workflow_id))[step - 1] == 2
+    if expected == (3, 1, 1):
+        assert result.order.order_id == final.orders[0].id
+        assert f"#{result.order.order_id}" in final.emails[0].body
+        assert f"#{result.order.order_id}" in result.summary.text
+
+
+async def test_completed_steps_are_replayed_not_rerun(
+    client: Client, workers: Callable[..., WorkerProcess], db: psycopg.Connection
+) -> None:
+    # No keys at all, so nothing but Temporal's history can keep the model calls at 3.
+    workflow_id, _ = await crash_then_resume(client, workers, "after-checkpoint:4", "none")
+    assert state(db, workflow_id).counts == (3, 1, 1)
+    assert await attempts(client, workflow_id) == [1, 1, 1, 1, 2, 1]
+
+
+async def test_saved_history_replays_cleanly() -> None:
+    history = WorkflowHistory.from_json("grocery-history", HISTORY.read_text())
+    replayer = Replayer(workflows=[GroceryAgentWorkflow], data_converter=pydantic_data_converter)
+    await replayer.replay_workflow(history)
+
+
+async def test_changed_step_order_fails_replay_with_nondeterminism() -> None:
+    history = WorkflowHistory.from_json("grocery-history", HISTORY.read_text())
+    replayer = Replayer(
+        workflows=[ReorderedGroceryAgentWorkflow], data_converter=pydantic_data_converter
+    )
+    with pytest.raises(NondeterminismError):
+        await replayer.replay_workflow(history)
+
+
+def test_worker_rejects_bad_settings(db_url: str, temporal_address: str) -> None:
+    for env, message in [
+        ({"CRASH_AT": "after-effect:0"}, "unknown crash point 'after-effect:0'"),
+        ({"KEY_STRATEGY": "random"}, "unknown key strategy 'random'; valid: workflow, run, none"),
+        ({"CRASH_AT": "after-checkpoint:6"}, "after-checkpoint:6 has no next activity"),
+        ({"METRICS_PORT": "http"}, "METRICS_PORT='http' is not a TCP port"),
+    ]:
+        done = subprocess.run(
+            [sys.executable, "worker.py"],
+            cwd=ROOT,
+            env=child_env(db_url, TEMPORAL_ADDRESS=temporal_address, **env),
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert done.returncode == 2
+        assert done.stderr.strip() == f"error: {done.stderr.strip()[7:]}"
+        assert message in done.stderr
+
+
+def test_starter_rejects_a_bad_week(db_url: str, temporal_address: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "starter.py", "--week", "49"],
+        cwd=ROOT,
+        env=child_env(db_url, TEMPORAL_ADDRESS=temporal_address),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 2
+    assert "expected an ISO week like 2026-W49" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -1,0 +1,46 @@
+"""GroceryAgentWorkflow: the six steps of the grocery agent, one activity each."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from activities.models import (
+        ConfirmationInput,
+        GroceryRequest,
+        GroceryResult,
+        PantryInput,
+        SummaryInput,
+    )
+    from activities.temporal import GroceryActivities
+
+# Chosen for a fast, safe recovery from a killed worker (see README, "Timeouts"):
+# - heartbeat_timeout 2 s: activities heartbeat every 0.5 s, so a dead worker is noticed in <= 2 s;
+# - start_to_close_timeout 5 min: the bound on one attempt of a slow model call;
+# - retries start after 200 ms and back off to 5 s; a malformed model answer is not retried.
+STEP = dict(
+    start_to_close_timeout=timedelta(minutes=5),
+    heartbeat_timeout=timedelta(seconds=2),
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(milliseconds=200),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(seconds=5),
+        non_retryable_error_types=["ModelOutputError"],
+    ),
+)
+
+
+@workflow.defn
+class GroceryAgentWorkflow:
+    @workflow.run
+    async def run(self, request: GroceryRequest) -> GroceryResult:
+        plan = await workflow.execute_activity_method(GroceryActivities.plan, request, **STEP)
+        pantry = await workflow.execute_activity_method(GroceryActivities.check_pantry, PantryInput(household=request.household, plan=plan), **STEP)
+        choice = await workflow.execute_activity_method(GroceryActivities.choose, pantry, **STEP)
+        order = await workflow.execute_activity_method(GroceryActivities.place_order, choice, **STEP)
+        email = await workflow.execute_activity_method(GroceryActivities.send_confirmation, ConfirmationInput(household=request.household, order=order), **STEP)
+        summary = await workflow.execute_activity_method(GroceryActivities.summarise, SummaryInput(order=order, email=email), **STEP)
+        return GroceryResult(summary=summary, order=order, email=email)
