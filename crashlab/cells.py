@@ -1,0 +1,85 @@
+"""The crash matrix's cells, and which outcome each design is expected to have."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+from activities.crash_points import CrashPoint, Moment
+
+Engine = Literal["journal", "temporal"]
+
+JOURNAL_DESIGNS = ("naive", "checkpoint", "durable", "transactional")
+TEMPORAL_DESIGNS = ("none", "run", "workflow")  # the Temporal key strategies
+CRASH_POINTS = (
+    "none",
+    *(f"after-effect:{n}" for n in range(1, 7)),
+    *(f"after-checkpoint:{n}" for n in range(1, 6)),
+)
+RESET = "reset"  # Temporal only: reset a completed run to before the order step
+# Steps that write something a repeat would duplicate: model calls (recorded, and paid for),
+# the order, the email. Step 2, the pantry check, only reads.
+EFFECT_STEPS = frozenset({1, 3, 4, 5, 6})
+
+
+class Cell(BaseModel, frozen=True):
+    engine: Engine
+    design: str
+    crash_at: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.engine}/{self.design} {self.crash_at}"
+
+    @property
+    def expected_match(self) -> bool:
+        """Whether this design is expected to end in exactly the no-crash state here."""
+        if self.crash_at == "none":
+            return True
+        if self.crash_at == RESET:
+            return self.design == "workflow"  # only workflow-id keys survive a reset
+        if self.design == "naive":
+            return False  # starts over: repeats at least the first model call
+        if self.design in ("checkpoint", "none"):  # a journal or history, but no keys
+            point = CrashPoint.parse(self.crash_at)
+            return not (point.moment is Moment.AFTER_EFFECT and point.step in EFFECT_STEPS)
+        return True
+
+
+class CellResult(BaseModel):
+    engine: Engine
+    design: str
+    crash_at: str
+    model_calls: int
+    orders: int
+    emails: int
+    matches_no_crash: bool
+    expected: bool  # what the design should show: the cell passes when the two agree
+    seconds: float
+    error: str | None = None
+
+    @property
+    def as_expected(self) -> bool:
+        return self.error is None and self.matches_no_crash == self.expected
+
+    @property
+    def counts(self) -> str:
+        return f"{self.model_calls}/{self.orders}/{self.emails}"
+
+
+def all_cells(engine: Literal["journal", "temporal", "all"]) -> list[Cell]:
+    cells: list[Cell] = []
+    if engine in ("journal", "all"):
+        cells += [
+            Cell(engine="journal", design=d, crash_at=c)
+            for d in JOURNAL_DESIGNS
+            for c in CRASH_POINTS
+        ]
+    if engine in ("temporal", "all"):
+        cells += [
+            Cell(engine="temporal", design=d, crash_at=c)
+            for d in TEMPORAL_DESIGNS
+            for c in (*CRASH_POINTS, RESET)
+        ]
+    return cells

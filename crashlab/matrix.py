@@ -1,0 +1,75 @@
+"""Run every cell of the crash matrix, several at once, with progress on stderr."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from crashlab.cells import Cell, CellResult
+from crashlab.lab import Lab
+from crashlab.processes import Processes
+from crashlab.report import MatrixReport
+from store.config import data_dir
+from store.db import connect, database_url, ensure_schema, open_pool
+from store.temporal_client import connect_temporal
+from store.temporal_server import temporal_address
+
+
+def default_jobs() -> int:
+    return max(4, 4 * (os.cpu_count() or 1))
+
+
+def print_progress(done: int, total: int, result: CellResult) -> None:
+    mark = "✓" if result.matches_no_crash else "✗"
+    note = (
+        "" if result.as_expected else f"  UNEXPECTED{': ' + result.error if result.error else ''}"
+    )
+    print(
+        f"[{done:>3}/{total}] {result.engine}/{result.design:<13} {result.crash_at:<18} "
+        f"{mark} {result.counts}  {result.seconds:5.1f} s{note}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+async def run_matrix(
+    cells: list[Cell],
+    *,
+    jobs: int | None = None,
+    progress: Callable[[int, int, CellResult], None] = print_progress,
+    log_dir: Path | None = None,
+) -> MatrixReport:
+    started = time.monotonic()
+    db_url = database_url()
+    needs_temporal = any(c.engine == "temporal" for c in cells)
+    env = dict(os.environ, DATABASE_URL=db_url)
+    client = None
+    if needs_temporal:
+        env["TEMPORAL_ADDRESS"] = temporal_address()
+        client = await connect_temporal(env["TEMPORAL_ADDRESS"])
+    async with await connect(db_url) as conn:
+        await ensure_schema(conn)
+    procs = Processes(log_dir or data_dir() / "crashlab" / time.strftime("%Y%m%d-%H%M%S"), env)
+    pool = await open_pool(db_url, max_size=4)
+    try:
+        lab = Lab(procs, pool, client)
+        await asyncio.gather(*(lab.reference(e) for e in sorted({c.engine for c in cells})))
+        limit = asyncio.Semaphore(jobs or default_jobs())
+        results: list[CellResult] = []
+
+        async def one(cell: Cell) -> CellResult:
+            async with limit:
+                result = await lab.run_cell(cell)
+            results.append(result)
+            progress(len(results), len(cells), result)
+            return result
+
+        ordered = await asyncio.gather(*(one(c) for c in cells))
+    finally:
+        procs.kill_all()
+        await pool.close()
+    return MatrixReport(cells=list(ordered), seconds=round(time.monotonic() - started, 1))

@@ -1,0 +1,63 @@
+"""The matrix as a table (terminal and Markdown) and as JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from crashlab.cells import CRASH_POINTS, JOURNAL_DESIGNS, RESET, TEMPORAL_DESIGNS, CellResult
+
+
+class MatrixReport(BaseModel):
+    cells: list[CellResult]
+    seconds: float
+
+    @property
+    def unexpected(self) -> list[CellResult]:
+        return [c for c in self.cells if not c.as_expected]
+
+    def write_json(self, path: Path) -> None:
+        path.write_text(json.dumps(self.model_dump(), indent=1) + "\n")
+
+    def columns(self) -> list[tuple[str, str]]:
+        present = {(c.engine, c.design) for c in self.cells}
+        order = [("journal", d) for d in JOURNAL_DESIGNS] + [
+            ("temporal", d) for d in TEMPORAL_DESIGNS
+        ]
+        return [col for col in order if col in present]
+
+    def rows(self) -> list[str]:
+        present = {c.crash_at for c in self.cells}
+        return [p for p in (*CRASH_POINTS, RESET) if p in present]
+
+    def _cell_text(self, engine: str, design: str, crash_at: str) -> str:
+        for c in self.cells:
+            if (c.engine, c.design, c.crash_at) == (engine, design, crash_at):
+                mark = "✓" if c.matches_no_crash else "✗"
+                flag = "" if c.as_expected else " (!)"
+                return f"{mark} {c.counts}{flag}"
+        return "—"
+
+    def table(self, *, markdown: bool = False) -> str:
+        cols = self.columns()
+        head = ["crash at", *(f"{'J' if e == 'journal' else 'T'} {d}" for e, d in cols)]
+        body = [[row, *(self._cell_text(e, d, row) for e, d in cols)] for row in self.rows()]
+        if markdown:
+            lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+            lines += ["| " + " | ".join(r) + " |" for r in body]
+        else:
+            widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
+            lines = [
+                "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)) for h in [head]
+            ]
+            lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in body]
+        return "\n".join(lines)
+
+    def legend(self) -> str:
+        return (
+            "J = hand-rolled journal (design), T = Temporal (key strategy). Each cell: ✓ the final "
+            "state equals a run that never crashed, ✗ it does not; then model calls/orders/emails "
+            "(no crash: 3/1/1). (!) marks a cell whose outcome is not the one its design predicts."
+        )
