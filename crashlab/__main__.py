@@ -6,9 +6,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from crashlab.cells import all_cells
+from crashlab.cells import all_cells, select_cells
 from crashlab.matrix import default_jobs, run_matrix
 from store.cli import run_main
+
+
+def split(text: str | None) -> list[str] | None:
+    return [part.strip() for part in text.split(",") if part.strip()] if text else None
 
 
 def parse_args() -> argparse.Namespace:
@@ -19,6 +23,8 @@ def parse_args() -> argparse.Namespace:
     matrix.add_argument("--json", type=Path, help="write the cells as JSON here")
     matrix.add_argument("--markdown", type=Path, help="write the table as Markdown here")
     matrix.add_argument("--jobs", type=int, default=default_jobs(), help="cells run at once")
+    matrix.add_argument("--designs", help="only these designs, comma-separated")
+    matrix.add_argument("--crash-points", help="only these crash points, comma-separated")
     sub.add_parser("demo", help="the narrated demo: kill a worker after the order, watch it heal")
     args = parser.parse_args()
     if args.command == "matrix" and args.jobs < 1:
@@ -31,7 +37,7 @@ async def main(args: argparse.Namespace) -> int:
         from crashlab.demo import demo
 
         return await demo()
-    cells = all_cells(args.engine)
+    cells = select_cells(all_cells(args.engine), split(args.designs), split(args.crash_points))
     print(f"crash matrix: {len(cells)} cells, {args.jobs} at a time", file=sys.stderr)
     report = await run_matrix(cells, jobs=args.jobs)
     print(report.table())

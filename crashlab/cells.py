@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from activities.crash_points import CrashPoint, Moment
+from store.errors import ConfigError
 
 Engine = Literal["journal", "temporal"]
 
@@ -83,3 +84,25 @@ def all_cells(engine: Literal["journal", "temporal", "all"]) -> list[Cell]:
             for c in (*CRASH_POINTS, RESET)
         ]
     return cells
+
+
+def select_cells(
+    cells: list[Cell], designs: list[str] | None, crash_points: list[str] | None
+) -> list[Cell]:
+    """Keep the cells of the named designs and crash points; an unknown name is an error."""
+    for wanted, known, what in (
+        (designs, {c.design for c in cells}, "design"),
+        (crash_points, {c.crash_at for c in cells}, "crash point"),
+    ):
+        unknown = sorted(set(wanted or ()) - known)
+        if unknown:
+            raise ConfigError(
+                f"unknown {what} {', '.join(unknown)} for these engines; "
+                f"valid: {', '.join(sorted(known))}"
+            )
+    return [
+        c
+        for c in cells
+        if (designs is None or c.design in designs)
+        and (crash_points is None or c.crash_at in crash_points)
+    ]

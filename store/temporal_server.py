@@ -52,6 +52,11 @@ def _listening(host: str, port: int) -> bool:
         return False
 
 
+def is_listening() -> bool:
+    """Whether something answers on the local dev server's port."""
+    return _listening(HOST, PORT)
+
+
 def dev_server_command(db_file: Path, port: int = PORT, ui_port: int = UI_PORT) -> list[str]:
     cmd = [
         str(temporal_binary()),

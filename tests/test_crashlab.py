@@ -1,0 +1,87 @@
+"""The crash lab's logic on a subset of cells, run for real (processes, SIGKILL, Temporal)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from crashlab.cells import Cell, CellResult, all_cells, select_cells
+from crashlab.report import MatrixReport
+from store.errors import ConfigError
+from tests.conftest import child_env
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_expected_outcomes_follow_the_designs() -> None:
+    expect = {(c.engine, c.design, c.crash_at): c.expected_match for c in all_cells("all")}
+    assert len(expect) == 4 * 12 + 3 * 13
+    assert not expect["journal", "naive", "after-checkpoint:1"]
+    assert not expect["journal", "checkpoint", "after-effect:4"]
+    assert expect["journal", "checkpoint", "after-effect:2"]  # the pantry check only reads
+    assert expect["journal", "checkpoint", "after-checkpoint:4"]
+    assert not expect["temporal", "none", "after-effect:5"]
+    assert not expect["temporal", "run", "reset"]
+    assert expect["temporal", "workflow", "reset"]
+    assert all(v for (e, d, _), v in expect.items() if d in ("durable", "transactional"))
+
+
+def test_a_cell_that_disagrees_with_its_design_is_unexpected() -> None:
+    def result(design: str, matches: bool) -> CellResult:
+        cell = Cell(engine="journal", design=design, crash_at="after-effect:4")
+        return CellResult(
+            engine="journal", design=design, crash_at="after-effect:4", model_calls=3,
+            orders=1 if matches else 2, emails=1, matches_no_crash=matches,
+            expected=cell.expected_match, seconds=1.0,
+        )  # fmt: skip
+
+    report = MatrixReport(
+        cells=[result("durable", False), result("checkpoint", False)], seconds=1.0
+    )
+    assert [(c.design, c.counts) for c in report.unexpected] == [("durable", "3/2/1")]
+    assert "✗ 3/2/1 (!)" in report.table()
+
+
+def test_unknown_filter_is_refused() -> None:
+    with pytest.raises(ConfigError, match="unknown crash point after-lunch"):
+        select_cells(all_cells("journal"), None, ["after-lunch"])
+
+
+def test_matrix_subset_end_to_end(db_url: str, temporal_address: str, tmp_path: Path) -> None:
+    out_json, out_md = tmp_path / "m.json", tmp_path / "m.md"
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "crashlab", "matrix", "--engine", "all",
+            "--designs", "checkpoint,durable,none,run,workflow",
+            "--crash-points", "after-effect:4,reset",
+            "--json", str(out_json), "--markdown", str(out_md),
+        ],
+        cwd=ROOT,
+        env=child_env(db_url, TEMPORAL_ADDRESS=temporal_address),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "[  8/8]" in done.stderr  # progress, one line per finished cell
+    report = json.loads(out_json.read_text())
+    assert set(report) == {"cells", "seconds"}
+    got = {(c["engine"], c["design"], c["crash_at"]): c for c in report["cells"]}
+    counts = {k: (c["model_calls"], c["orders"], c["emails"]) for k, c in got.items()}
+    assert counts == {
+        ("journal", "checkpoint", "after-effect:4"): (3, 2, 1),
+        ("journal", "durable", "after-effect:4"): (3, 1, 1),
+        ("temporal", "none", "after-effect:4"): (3, 2, 1),
+        ("temporal", "run", "after-effect:4"): (3, 1, 1),
+        ("temporal", "workflow", "after-effect:4"): (3, 1, 1),
+        ("temporal", "none", "reset"): (4, 2, 2),
+        ("temporal", "run", "reset"): (4, 2, 2),  # a reset gives a new run id: a new key
+        ("temporal", "workflow", "reset"): (3, 1, 1),
+    }
+    matches = {k for k, c in got.items() if c["matches_no_crash"]}
+    assert matches == {k for k, v in counts.items() if v == (3, 1, 1)}
+    assert "| crash at |" in out_md.read_text()
