@@ -20,6 +20,10 @@ select
 """
 
 
+def plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 class OrderRow(BaseModel):
     id: int
     items: list[dict[str, object]]
@@ -44,8 +48,8 @@ class RunState(BaseModel):
         return self.model_calls, len(self.orders), len(self.emails)
 
     def counts_text(self) -> str:
-        calls, orders, emails = self.counts
-        return f"{calls} model calls, {orders} orders, {emails} emails"
+        nouns = ("model call", "order", "email")
+        return ", ".join(plural(n, noun) for n, noun in zip(self.counts, nouns, strict=True))
 
     def exists(self) -> bool:
         return bool(self.model_calls or self.orders or self.emails or self.summary)
