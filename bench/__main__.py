@@ -1,46 +1,113 @@
-"""`python -m bench [--json PATH] [--quick]`: what a checkpoint, a step and a recovery cost."""
+"""`python -m bench [--json PATH] [--quick]`: what a checkpoint, a step and a recovery cost.
+
+Every figure is measured in this one run, on the same Postgres and Temporal server, so the ratios
+between them hold even on a shared, noisy machine where absolute times drift.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
+import time
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from bench.postgres import measure_postgres
+from bench.recovery import measure_recovery
+from bench.stats import Figure
+from bench.temporal import measure_temporal
+from bench.throughput import journal_throughput_in_child, temporal_throughput
 from store.cli import run_main
-from store.db import connect, database_url, ensure_schema
+from store.config import data_dir
+from store.db import connect, database_url, ensure_schema, open_pool
+from store.temporal_client import connect_temporal
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="write the figures as JSON here")
     parser.add_argument("--quick", action="store_true", help="few samples: a smoke run")
-    parser.add_argument("-n", type=int, default=None, help="samples per Postgres figure")
-    return parser.parse_args()
+    parser.add_argument("-n", type=int, default=None, help="samples per Postgres figure (2000)")
+    parser.add_argument("--temporal-n", type=int, default=None, help="per Temporal figure (100)")
+    parser.add_argument("--recoveries", type=int, default=None, help="killed workers (5)")
+    parser.add_argument("--runs", type=int, default=None, help="runs for throughput (200)")
+    parser.add_argument("--postgres-only", action="store_true", help="skip the Temporal figures")
+    args = parser.parse_args()
+    for name in ("n", "temporal_n", "recoveries", "runs"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    return args
+
+
+def progress(text: str) -> None:
+    print(f"... {text}", file=sys.stderr, flush=True)
 
 
 def print_table(figures: dict[str, BaseModel]) -> None:
     width = max(len(name) for name in figures)
-    print(f"{'figure':<{width}}  {'median ms':>10}  {'p99 ms':>9}  {'n':>6}")
+    print(f"{'figure':<{width}}  {'median ms':>10}  {'p99 ms':>9}  {'n':>5}")
     for name, fig in figures.items():
         d = fig.model_dump()
         if "median_ms" in d:
-            print(f"{name:<{width}}  {d['median_ms']:>10.4f}  {d['p99_ms']:>9.4f}  {d['n']:>6}")
+            print(f"{name:<{width}}  {d['median_ms']:>10.4f}  {d['p99_ms']:>9.4f}  {d['n']:>5}")
         else:
-            print(f"{name:<{width}}  {d['per_s']:>10.1f} /s")
+            rss = f", peak RSS {d['rss_mb']} MiB" if d.get("rss_mb") else ""
+            print(f"{name:<{width}}  {d['per_s']:>10.1f} runs/s ({d['runs']} runs{rss})")
+
+
+def ratio(figures: dict[str, BaseModel], a: str, b: str) -> str:
+    fa, fb = figures[a], figures[b]
+    assert isinstance(fa, Figure) and isinstance(fb, Figure)
+    return f"{fa.median_ms / fb.median_ms:.2f}x"
 
 
 async def main(args: argparse.Namespace) -> int:
-    n = args.n or (100 if args.quick else 2000)
+    quick = args.quick
+    n = args.n or (200 if quick else 2000)
+    temporal_n = args.temporal_n or (5 if quick else 100)
+    recoveries = args.recoveries or (1 if quick else 5)
+    runs = args.runs or (10 if quick else 200)
+    log_dir = data_dir() / "bench" / time.strftime("%Y%m%d-%H%M%S")
+    log_dir.mkdir(parents=True, exist_ok=True)
+
     figures: dict[str, BaseModel] = {}
+    legs: dict[str, float] = {}
+    progress(f"Postgres: floor, checkpoint save, seed method, replay (n={n})")
     async with await connect(database_url()) as conn:
         await ensure_schema(conn)
         figures.update(await measure_postgres(conn, n))
+    progress(f"journal throughput: {runs} durable runs, 10 at a time")
+    figures["throughput: journal durable"] = await journal_throughput_in_child(runs, 10)
+    if not args.postgres_only:
+        client = await connect_temporal()
+        pool = await open_pool(database_url())
+        try:
+            progress(f"Temporal: step overhead and the grocery agent (n={temporal_n})")
+            temporal, legs = await measure_temporal(client, pool, temporal_n)
+            figures.update(temporal)
+        finally:
+            await pool.close()
+        progress(f"recovery: {recoveries} workers SIGKILLed in the order activity")
+        figures["recovery: new worker start -> run completed"] = await measure_recovery(
+            client, recoveries, log_dir
+        )
+        progress(f"Temporal throughput: {runs} runs at once on one worker")
+        figures["throughput: temporal"] = await temporal_throughput(client, runs, log_dir)
+
     print_table(figures)
+    floor = "bare INSERT commit (floor)"
+    print(f"\ncheckpoint save / floor: {ratio(figures, 'journal checkpoint save', floor)}")
+    print(f"seed method / floor:     {ratio(figures, 'seed method save (SELECT + INSERT)', floor)}")
+    if legs:
+        print("\nwhere a Temporal step's time goes (median ms, from the server's event times):")
+        for leg, ms in legs.items():
+            print(f"  {leg:<62} {ms:8.3f}")
     if args.json:
-        args.json.write_text(json.dumps({k: v.model_dump() for k, v in figures.items()}, indent=2))
+        out = {name: fig.model_dump(exclude_none=True) for name, fig in figures.items()}
+        args.json.write_text(json.dumps(out, indent=2) + "\n")
     return 0
 
 

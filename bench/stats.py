@@ -24,4 +24,4 @@ class Throughput(BaseModel):
     per_s: float
     runs: int
     seconds: float
-    worker_rss_mb: float | None = None
+    rss_mb: float | None = None  # peak resident memory of the process that ran the steps

@@ -28,6 +28,9 @@ HOST = "127.0.0.1"
 PORT = 7233
 UI_PORT = 8233
 DYNAMIC_CONFIG = {"history.transferProcessorMaxPollRPS": "1000"}
+# SQLite's write-ahead log: one fsync per commit instead of several (synchronous stays FULL, so a
+# committed write survives a power cut as before). Measured here: ~35 -> ~20 ms per step.
+SQLITE_PRAGMAS = {"journal_mode": "wal"}
 START_TIMEOUT_S = 60
 
 
@@ -75,6 +78,8 @@ def dev_server_command(db_file: Path, port: int = PORT, ui_port: int = UI_PORT) 
     ]
     for key, value in DYNAMIC_CONFIG.items():
         cmd += ["--dynamic-config-value", f"{key}={value}"]
+    for key, value in SQLITE_PRAGMAS.items():
+        cmd += ["--sqlite-pragma", f"{key}={value}"]
     return cmd
 
 

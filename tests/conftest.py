@@ -100,7 +100,8 @@ class WorkerProcess:
     def log(self) -> str:
         return self.log_path.read_text()
 
-    def stop(self) -> None:
+    def stop(self) -> int:
+        """SIGTERM, as a supervisor stops a worker; returns the exit code."""
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -109,6 +110,7 @@ class WorkerProcess:
                 self.proc.kill()
                 self.proc.wait()
         self._log.close()
+        return self.proc.returncode
 
 
 @pytest.fixture

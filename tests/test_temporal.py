@@ -46,7 +46,7 @@ def test_no_crash_and_no_second_order_for_the_same_week(
 ) -> None:
     queue = new_run_id("q")
     household = new_run_id("h")
-    workers(queue)
+    worker = workers(queue)
     first = starter(db_url, temporal_address, queue, "--household", household, "--week", "2026-W49")
     assert first["workflow_id"] == f"grocery-{household}-2026-W49"
     assert (first["model_calls"], first["orders"], first["emails"]) == (3, 1, 1)
@@ -58,6 +58,9 @@ def test_no_crash_and_no_second_order_for_the_same_week(
     assert again["already_ran"] is True
     assert again["run_id"] == first["run_id"]
     assert (again["order_id"], again["orders"], again["emails"]) == (first["order_id"], 1, 1)
+
+    # SIGTERM is a graceful shutdown: exit code 0, not a crash.
+    assert worker.stop() == 0, worker.log()
 
 
 async def crash_then_resume(

@@ -1,0 +1,61 @@
+"""The embedded Postgres: started on demand, reused, and recovered after a SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+START = "from store.db import database_url; print(database_url())"
+
+
+def start_embedded(data: Path) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    done = subprocess.run(
+        [sys.executable, "-c", START],
+        cwd=ROOT,
+        env={**env, "DATA_DIR": str(data)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def postmaster_pid(data: Path) -> int:
+    return int((data / "pg" / "postmaster.pid").read_text().splitlines()[0])
+
+
+def test_a_killed_embedded_postgres_is_recovered(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    url = start_embedded(data)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("create table survives (v int)")
+        conn.execute("insert into survives values (42)")
+
+    pid = postmaster_pid(data)
+    assert start_embedded(data) == url  # a second command reuses the running server
+    assert postmaster_pid(data) == pid
+
+    os.kill(pid, signal.SIGKILL)  # leaves a stale postmaster.pid behind
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    try:
+        url = start_embedded(data)  # recovered: a fresh server on the same data
+        assert postmaster_pid(data) != pid
+        with psycopg.connect(url, autocommit=True) as conn:
+            assert conn.execute("select v from survives").fetchone() == (42,)
+    finally:
+        os.kill(postmaster_pid(data), signal.SIGTERM)
