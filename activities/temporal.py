@@ -31,7 +31,7 @@ from activities.models import (
     Summary,
     SummaryInput,
 )
-from store.errors import ConfigError
+from store.config import parse_choice
 
 T = TypeVar("T")
 
@@ -47,11 +47,7 @@ class KeyStrategy(StrEnum):
 
     @classmethod
     def parse(cls, text: str) -> KeyStrategy:
-        try:
-            return cls(text)
-        except ValueError:
-            valid = ", ".join(s.value for s in cls)
-            raise ConfigError(f"unknown key strategy {text!r}; valid: {valid}") from None
+        return parse_choice(cls, text, "key strategy")
 
 
 def idempotency_key(strategy: KeyStrategy, info: activity.Info) -> str | None:

@@ -25,6 +25,7 @@ import psycopg
 from pydantic import BaseModel
 
 from activities.crash_points import CrashPoint, Moment, crash_if
+from store.config import parse_choice
 from store.errors import AgentError, ConfigError
 
 T = TypeVar("T", bound=BaseModel)
@@ -38,11 +39,7 @@ class Design(StrEnum):
 
     @classmethod
     def parse(cls, text: str) -> Design:
-        try:
-            return cls(text)
-        except ValueError:
-            valid = ", ".join(d.value for d in cls)
-            raise ConfigError(f"unknown design {text!r}; valid designs: {valid}") from None
+        return parse_choice(cls, text, "design")
 
 
 class DeterminismError(AgentError):

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+from enum import StrEnum
 from pathlib import Path
+from typing import TypeVar
 
 from store.errors import ConfigError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+Choice = TypeVar("Choice", bound=StrEnum)
 
 
 def data_dir() -> Path:
@@ -49,3 +53,12 @@ def model_latency_seconds() -> float:
     """STUB_MODEL_LATENCY_MS: how long the stub model 'thinks' (default 0), so a person can kill
     a run in the middle of a model call."""
     return env_number("STUB_MODEL_LATENCY_MS", 0.0) / 1000.0
+
+
+def parse_choice(options: type[Choice], text: str, what: str) -> Choice:
+    """One of an enum's values, or a ConfigError that lists them all."""
+    try:
+        return options(text)
+    except ValueError:
+        valid = ", ".join(o.value for o in options)
+        raise ConfigError(f"unknown {what} {text!r}; valid: {valid}") from None

@@ -16,6 +16,8 @@ import pytest
 from store.db import connect_sync, database_url, ensure_schema_sync
 from store.outcome import RunState, read_run_state_sync
 
+ROOT = Path(__file__).resolve().parent.parent
+
 
 @pytest.fixture(scope="session")
 def db_url() -> str:
@@ -43,6 +45,23 @@ def child_env(db_url: str, **extra: str) -> dict[str, str]:
     return env
 
 
+def run_python(
+    args: list[str], env: dict[str, str], timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """`python ARGS` from the project root, as a user types it; output captured."""
+    return subprocess.run(
+        [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def assert_one_line_error(done: subprocess.CompletedProcess[str], message: str) -> None:
+    """An expected failure: exit 2 and one readable line on stderr, no stack trace."""
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    assert message in lines[0]
+
+
 def run_journal(
     db_url: str, run_id: str, design: str, crash_at: str | None = None, **extra: str
 ) -> subprocess.CompletedProcess[str]:
@@ -50,13 +69,7 @@ def run_journal(
     env = child_env(db_url, **extra)
     if crash_at:
         env["CRASH_AT"] = crash_at
-    return subprocess.run(
-        [sys.executable, "-m", "journal", "run", "--run-id", run_id, "--design", design],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_python(["-m", "journal", "run", "--run-id", run_id, "--design", design], env)
 
 
 def state(db: psycopg.Connection, run_id: str) -> RunState:
@@ -88,7 +101,7 @@ class WorkerProcess:
         self._log = self.log_path.open("w")
         self.proc = subprocess.Popen(
             [sys.executable, "worker.py"],
-            cwd=Path(__file__).resolve().parent.parent,
+            cwd=ROOT,
             env=child_env(db_url, TEMPORAL_ADDRESS=address, TASK_QUEUE=queue, **env),
             stdout=self._log,
             stderr=subprocess.STDOUT,

@@ -3,28 +3,15 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.conftest import child_env
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.conftest import child_env, run_python
 
 
 def test_bench_quick_writes_valid_json(db_url: str, temporal_address: str, tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
-    done = subprocess.run(
-        [
-            sys.executable, "-m", "bench", "--quick", "-n", "50", "--temporal-n", "2",
-            "--runs", "4", "--json", str(out),
-        ],
-        cwd=ROOT,
-        env=child_env(db_url, TEMPORAL_ADDRESS=temporal_address),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )  # fmt: skip
+    args = [*"-m bench --quick -n 50 --temporal-n 2 --runs 4 --json".split(), str(out)]
+    done = run_python(args, child_env(db_url, TEMPORAL_ADDRESS=temporal_address), 300)
     assert done.returncode == 0, done.stderr
     figures = json.loads(out.read_text())
     for name in (

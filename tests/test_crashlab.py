@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,9 +10,7 @@ import pytest
 from crashlab.cells import Cell, CellResult, all_cells, select_cells
 from crashlab.report import MatrixReport
 from store.errors import ConfigError
-from tests.conftest import child_env
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.conftest import child_env, run_python
 
 
 def test_expected_outcomes_follow_the_designs() -> None:
@@ -53,19 +49,13 @@ def test_unknown_filter_is_refused() -> None:
 
 def test_matrix_subset_end_to_end(db_url: str, temporal_address: str, tmp_path: Path) -> None:
     out_json, out_md = tmp_path / "m.json", tmp_path / "m.md"
-    done = subprocess.run(
-        [
-            sys.executable, "-m", "crashlab", "matrix", "--engine", "all",
-            "--designs", "checkpoint,durable,none,run,workflow",
-            "--crash-points", "after-effect:4,reset",
-            "--json", str(out_json), "--markdown", str(out_md),
-        ],
-        cwd=ROOT,
-        env=child_env(db_url, TEMPORAL_ADDRESS=temporal_address),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )  # fmt: skip
+    args = [
+        "-m", "crashlab", "matrix", "--engine", "all",
+        "--designs", "checkpoint,durable,none,run,workflow",
+        "--crash-points", "after-effect:4,reset",
+        "--json", str(out_json), "--markdown", str(out_md),
+    ]  # fmt: skip
+    done = run_python(args, child_env(db_url, TEMPORAL_ADDRESS=temporal_address), 300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "[  8/8]" in done.stderr  # progress, one line per finished cell
     report = json.loads(out_json.read_text())

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 
 import psycopg
 import pytest
@@ -14,7 +12,14 @@ from activities.models import Plan
 from journal.agent import run_to_completion
 from journal.engine import Design, DeterminismError, Journal
 from store.db import connect
-from tests.conftest import child_env, new_run_id, run_journal, state
+from tests.conftest import (
+    assert_one_line_error,
+    child_env,
+    new_run_id,
+    run_journal,
+    run_python,
+    state,
+)
 
 DESIGNS = [d.value for d in Design]
 NO_CRASH = (3, 1, 1)  # model calls, orders, emails
@@ -125,7 +130,7 @@ async def test_malformed_model_output_is_a_clear_error(db_url: str, db: psycopg.
 @pytest.mark.parametrize(
     ("args", "env", "message"),
     [
-        (["--design", "bogus"], {}, "unknown design 'bogus'; valid designs: naive, checkpoint"),
+        (["--design", "bogus"], {}, "unknown design 'bogus'; valid: naive, checkpoint"),
         ([], {"CRASH_AT": "after-lunch:2"}, "unknown crash point 'after-lunch:2'; valid points:"),
         ([], {"CRASH_AT": "after-effect:7"}, "unknown crash point 'after-effect:7'"),
         ([], {"DATABASE_URL": "postgresql://nobody@127.0.0.1:1/x"}, "cannot connect to Postgres"),
@@ -136,17 +141,8 @@ def test_bad_input_is_one_line_and_writes_nothing(
     args: list[str], env: dict[str, str], message: str, db_url: str, db: psycopg.Connection
 ) -> None:
     run_id = new_run_id("bad-input")
-    done = subprocess.run(
-        [sys.executable, "-m", "journal", "run", "--run-id", run_id, *args],
-        env=child_env(db_url, **env),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == [f"error: {done.stderr.strip()[7:]}"]
-    assert message in done.stderr
-    assert "Traceback" not in done.stderr
+    done = run_python(["-m", "journal", "run", "--run-id", run_id, *args], child_env(db_url, **env))
+    assert_one_line_error(done, message)
     assert not state(db, run_id).exists()
     assert db.execute(
         "select count(*) from agent_runs where run_id = %s", (run_id,)
@@ -154,20 +150,12 @@ def test_bad_input_is_one_line_and_writes_nothing(
 
 
 def test_unknown_run_id_is_one_line(db_url: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "journal", "show", "--run-id", "no-such-run"],
-        env=child_env(db_url),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 2
-    assert done.stderr.strip() == "error: no run with id 'no-such-run'"
+    done = run_python(["-m", "journal", "show", "--run-id", "no-such-run"], child_env(db_url))
+    assert_one_line_error(done, "no run with id 'no-such-run'")
 
 
 def test_resuming_with_another_design_is_refused(db_url: str) -> None:
     run_id = new_run_id("design-switch")
     assert run_journal(db_url, run_id, "durable").returncode == 0
     done = run_journal(db_url, run_id, "naive")
-    assert done.returncode == 2
-    assert "was started with design durable" in done.stderr
+    assert_one_line_error(done, "was started with design durable")

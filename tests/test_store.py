@@ -4,27 +4,19 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psycopg
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.conftest import run_python
+
 START = "from store.db import database_url; print(database_url())"
 
 
 def start_embedded(data: Path) -> str:
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-    done = subprocess.run(
-        [sys.executable, "-c", START],
-        cwd=ROOT,
-        env={**env, "DATA_DIR": str(data)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run_python(["-c", START], {**env, "DATA_DIR": str(data)})
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,23 +17,26 @@ from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError
 
 from activities.models import GroceryRequest, GroceryResult
-from tests.conftest import WorkerProcess, child_env, new_run_id, state
+from tests.conftest import (
+    WorkerProcess,
+    assert_one_line_error,
+    child_env,
+    new_run_id,
+    run_python,
+    state,
+)
 from tests.reordered_workflow import ReorderedGroceryAgentWorkflow
 from workflows.grocery import GroceryAgentWorkflow
 
-ROOT = Path(__file__).resolve().parent.parent
 HISTORY = Path(__file__).parent / "histories" / "grocery_completed.json"
 RESULT_TIMEOUT_S = 60
 
 
 def starter(db_url: str, address: str, queue: str, *args: str) -> dict[str, object]:
-    done = subprocess.run(
-        [sys.executable, "starter.py", "--task-queue", queue, "--json", *args],
-        cwd=ROOT,
-        env=child_env(db_url, TEMPORAL_ADDRESS=address),
-        capture_output=True,
-        text=True,
-        timeout=RESULT_TIMEOUT_S,
+    done = run_python(
+        ["starter.py", "--task-queue", queue, "--json", *args],
+        child_env(db_url, TEMPORAL_ADDRESS=address),
+        RESULT_TIMEOUT_S,
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
@@ -159,28 +160,16 @@ def test_worker_rejects_bad_settings(db_url: str, temporal_address: str) -> None
         ({"CRASH_AT": "after-checkpoint:6"}, "after-checkpoint:6 has no next activity"),
         ({"METRICS_PORT": "http"}, "METRICS_PORT='http' is not a TCP port"),
     ]:
-        done = subprocess.run(
-            [sys.executable, "worker.py"],
-            cwd=ROOT,
-            env=child_env(db_url, TEMPORAL_ADDRESS=temporal_address, **env),
-            capture_output=True,
-            text=True,
-            timeout=30,
+        done = run_python(
+            ["worker.py"], child_env(db_url, TEMPORAL_ADDRESS=temporal_address, **env)
         )
-        assert done.returncode == 2
-        assert done.stderr.strip() == f"error: {done.stderr.strip()[7:]}"
-        assert message in done.stderr
+        assert_one_line_error(done, message)
 
 
 def test_starter_rejects_a_bad_week(db_url: str, temporal_address: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "starter.py", "--week", "49"],
-        cwd=ROOT,
-        env=child_env(db_url, TEMPORAL_ADDRESS=temporal_address),
-        capture_output=True,
-        text=True,
-        timeout=30,
+    done = run_python(
+        ["starter.py", "--week", "49"], child_env(db_url, TEMPORAL_ADDRESS=temporal_address)
     )
-    assert done.returncode == 2
+    assert done.returncode == 2  # argparse's usage line, then the error
     assert "expected an ISO week like 2026-W49" in done.stderr
     assert "Traceback" not in done.stderr
