@@ -7,11 +7,14 @@ Starting it again does not order again; it reports the run that already exists.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import datetime
 import json
 import re
+import sys
+from typing import Any
 
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
@@ -56,6 +59,20 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
+async def wait_telling_why(handle: WorkflowHandle[Any, GroceryResult], queue: str) -> GroceryResult:
+    """Wait for the result; if it is slow to come, say once what it may be waiting for."""
+    result = asyncio.ensure_future(handle.result())
+    done, _ = await asyncio.wait({result}, timeout=5)
+    if not done:
+        print(
+            f"still waiting for {handle.id}: is a worker running on task queue {queue}? "
+            "(python worker.py)",
+            file=sys.stderr,
+            flush=True,
+        )
+    return await result
+
+
 async def start_or_find(
     client: Client, request: GroceryRequest, workflow_id: str, queue: str
 ) -> tuple[GroceryResult, str, bool]:
@@ -73,7 +90,7 @@ async def start_or_find(
         handle = client.get_workflow_handle_for(GroceryAgentWorkflow.run, workflow_id)
         started = False
     try:
-        result = await handle.result()
+        result = await wait_telling_why(handle, queue)
     except WorkflowFailureError as err:
         cause = err.cause.message if err.cause else str(err)
         raise AgentError(f"run {workflow_id} failed: {cause}") from None

@@ -46,8 +46,8 @@ class Lab:
                 final = await self._journal(cell, run_id)
             else:
                 final = await self._temporal(cell, run_id)
-        except (CellFailed, TimeoutError) as err:
-            error = str(err) or type(err).__name__
+        except Exception as err:  # one broken cell is reported, and the matrix goes on
+            error = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
             async with self.pool.connection() as conn:
                 final = await read_run_state(conn, run_id)
         reference = self.references.get(cell.engine)

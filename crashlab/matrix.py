@@ -15,6 +15,7 @@ from crashlab.processes import Processes
 from crashlab.report import MatrixReport
 from store.config import data_dir
 from store.db import connect, database_url, ensure_schema, open_pool
+from store.errors import AgentError
 from store.temporal_client import connect_temporal
 from store.temporal_server import temporal_address
 
@@ -57,7 +58,13 @@ async def run_matrix(
     pool = await open_pool(db_url, max_size=4)
     try:
         lab = Lab(procs, pool, client)
-        await asyncio.gather(*(lab.reference(e) for e in sorted({c.engine for c in cells})))
+        try:
+            await asyncio.gather(*(lab.reference(e) for e in sorted({c.engine for c in cells})))
+        except Exception as err:
+            raise AgentError(
+                f"the no-crash reference run failed ({type(err).__name__}: {err}); "
+                f"its logs are in {procs.log_dir}"
+            ) from None
         limit = asyncio.Semaphore(jobs or default_jobs())
         results: list[CellResult] = []
 
