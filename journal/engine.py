@@ -54,13 +54,19 @@ class StepContext:
     key: str | None
 
 
-# Registers the run (or finds it) and loads its whole journal: one round trip.
+# Registers a new run or finds the existing one, and loads its whole journal: one round trip,
+# and no write when the run already exists. (Within one statement the select cannot see the
+# insert's row, so exactly one of the two branches returns a row.)
 _OPEN_RUN = """
-with run as (
+with new_run as (
     insert into agent_runs (run_id, design, household)
     values (%(run_id)s, %(design)s, %(household)s)
-    on conflict (run_id) do update set run_id = excluded.run_id
+    on conflict (run_id) do nothing
     returning design, household
+), run as (
+    select design, household from new_run
+    union all
+    select design, household from agent_runs where run_id = %(run_id)s
 )
 select run.design, run.household,
        (select coalesce(jsonb_agg(jsonb_build_array(step, name, output)), '[]')
@@ -99,8 +105,9 @@ class Journal:
         crash_at: CrashPoint | None = None,
     ) -> Journal:
         params = {"run_id": run_id, "design": design.value, "household": household}
-        cur = await conn.execute(_OPEN_RUN, params)
-        row = await cur.fetchone()
+        row = await (await conn.execute(_OPEN_RUN, params)).fetchone()
+        if row is None:  # another process created the run during our statement: now it shows
+            row = await (await conn.execute(_OPEN_RUN, params)).fetchone()
         assert row is not None
         saved_design, saved_household, steps = row
         if saved_design != design.value:
