@@ -92,7 +92,7 @@ async def start_or_find(
     try:
         result = await wait_telling_why(handle, queue)
     except WorkflowFailureError as err:
-        cause = err.cause.message if err.cause else str(err)
+        cause = getattr(err.cause, "message", None) or str(err.cause or err)
         raise AgentError(f"run {workflow_id} failed: {cause}") from None
     run_id = handle.result_run_id or handle.run_id or ""
     if not run_id:

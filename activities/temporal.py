@@ -91,6 +91,8 @@ class GroceryActivities:
         # The server recorded step n-1 (that is why step n was scheduled); nothing of n has run.
         crash_if(self.crash_at, Moment.AFTER_CHECKPOINT, n - 1)
         info = activity.info()
+        if info.workflow_id is None:
+            raise RuntimeError("the grocery activities run inside GroceryAgentWorkflow only")
         async with self.pool.connection() as conn:
             result = await heartbeating(
                 work(conn, info.workflow_id, idempotency_key(self.key_strategy, info))

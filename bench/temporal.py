@@ -76,13 +76,15 @@ def where_time_goes(histories: list[WorkflowHistory]) -> dict[str, float]:
                     t - wft_started
                 )
             elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-                a = e.activity_task_started_event_attributes
+                started = e.activity_task_started_event_attributes
                 legs["activity: scheduled -> picked up by the worker"].append(
-                    t - at[a.scheduled_event_id]
+                    t - at[started.scheduled_event_id]
                 )
             elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
-                a = e.activity_task_completed_event_attributes
-                legs["activity: run and reported by the worker"].append(t - at[a.started_event_id])
+                completed = e.activity_task_completed_event_attributes
+                legs["activity: run and reported by the worker"].append(
+                    t - at[completed.started_event_id]
+                )
     # Each step has one activity and one workflow task; the first workflow task is the start.
     return {leg: round(statistics.median(v), 3) for leg, v in legs.items()}
 

@@ -7,7 +7,7 @@ effects at import.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Literal
+from typing import Literal, TypedDict
 
 from pydantic import BaseModel
 from temporalio import activity, workflow
@@ -15,7 +15,12 @@ from temporalio import activity, workflow
 with workflow.unsafe.imports_passed_through():
     from workflows.grocery import STEP
 
-PLAIN = {"start_to_close_timeout": timedelta(seconds=30)}
+
+class PlainOptions(TypedDict):
+    start_to_close_timeout: timedelta
+
+
+PLAIN = PlainOptions(start_to_close_timeout=timedelta(seconds=30))
 
 Kind = Literal["activity", "local", "grocery-settings"]
 

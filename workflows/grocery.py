@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TypedDict
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -21,7 +22,13 @@ with workflow.unsafe.imports_passed_through():
 # - heartbeat_timeout 2 s: activities heartbeat every 0.5 s, so a dead worker is noticed in <= 2 s;
 # - start_to_close_timeout 5 min: the bound on one attempt of a slow model call;
 # - retries start after 200 ms and back off to 5 s; a malformed model answer is not retried.
-STEP = dict(
+class StepOptions(TypedDict):
+    start_to_close_timeout: timedelta
+    heartbeat_timeout: timedelta
+    retry_policy: RetryPolicy
+
+
+STEP = StepOptions(
     start_to_close_timeout=timedelta(minutes=5),
     heartbeat_timeout=timedelta(seconds=2),
     retry_policy=RetryPolicy(
