@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
+import os
 import sys
 from collections.abc import Coroutine
-from typing import Any
+from typing import Any, NoReturn
 
 from store.errors import AgentError
 
 EXIT_EXPECTED_FAILURE = 2
 
 
-def run_main(main: Coroutine[Any, Any, int]) -> None:
+def run_main(main: Coroutine[Any, Any, int]) -> NoReturn:
     """Run an async main; an AgentError prints `error: ...` on one line and exits 2."""
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -24,7 +26,22 @@ def run_main(main: Coroutine[Any, Any, int]) -> None:
         code = asyncio.run(main)
     except AgentError as err:
         print(f"error: {err}", file=sys.stderr)
-        sys.exit(EXIT_EXPECTED_FAILURE)
+        code = EXIT_EXPECTED_FAILURE
     except KeyboardInterrupt:
-        sys.exit(130)
-    sys.exit(code)
+        code = 130
+    exit_now(code)
+
+
+def exit_now(code: int) -> NoReturn:
+    """Exit without CPython's interpreter teardown.
+
+    The Temporal SDK's Rust threads can take the GIL while the interpreter finalizes, which
+    aborts the process ("Fatal Python error: PyGILState_Release ... finalizing", SIGABRT;
+    temporalio/sdk-python issue #300). Seen here on about one worker exit in five after SIGTERM.
+    So: run the exit handlers and flush everything, then leave with `os._exit`.
+    """
+    atexit._run_exitfuncs()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

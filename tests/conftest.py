@@ -139,3 +139,22 @@ def workers(db_url: str, temporal_address: str, tmp_path: Path):
     yield start
     for worker in started:
         worker.stop()
+
+
+# --- Process exit -------------------------------------------------------------------------------
+
+_EXIT_STATUS = pytest.StashKey[int]()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    session.config.stash[_EXIT_STATUS] = int(exitstatus)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """After the summary is printed, leave without interpreter teardown: the Temporal client
+    loaded here can abort it (see store.cli.exit_now)."""
+    if _EXIT_STATUS in config.stash:
+        from store.cli import exit_now
+
+        exit_now(config.stash[_EXIT_STATUS])
