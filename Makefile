@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint bench matrix clean
+.PHONY: setup demo test lint bench matrix stop clean
 
 setup: $(STAMP)
 
@@ -33,5 +33,8 @@ bench: $(STAMP)
 matrix: $(STAMP)
 	$(BIN)/python -m crashlab matrix --engine all
 
-clean:
+stop:
+	if [ -x $(BIN)/python ]; then $(BIN)/python -m store stop; fi
+
+clean: stop
 	rm -rf $(VENV) .data

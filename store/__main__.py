@@ -1,0 +1,31 @@
+"""`python -m store stop`: stop the local services this project started (`make stop`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from store.cli import run_main
+from store.config import data_dir
+from store.embedded_postgres import stop_postgres
+from store.temporal_server import is_listening, stop_dev_server
+
+
+async def main(args: argparse.Namespace) -> int:
+    if stop_dev_server():
+        print("Temporal dev server: stopped")
+    elif is_listening():
+        print("Temporal dev server: the one on :7233 was not started by this project; left alone")
+    else:
+        print("Temporal dev server: not running")
+    if (data_dir() / "pg" / "PG_VERSION").exists():
+        stop_postgres()
+        print("embedded Postgres: stopped")
+    else:
+        print("embedded Postgres: none under .data/pg")
+    return 0
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="python -m store", description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=["stop"])
+    run_main(main(parser.parse_args()))
