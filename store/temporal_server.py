@@ -16,6 +16,7 @@ Dynamic config (a cluster operator sets the same keys in the server's dynamic co
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
@@ -100,14 +101,23 @@ def ensure_dev_server() -> str:
     if _listening(HOST, PORT):
         return address
     folder = data_dir()
-    log = (folder / "temporal.log").open("ab")
-    proc = subprocess.Popen(
-        dev_server_command(folder / "temporal.db"),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,  # outlives this command, is not killed by its Ctrl-C
-    )
+    # Two commands started at once must not both start a server: the second waits for the first.
+    with (folder / "temporal.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not _listening(HOST, PORT):
+            _start_dev_server(folder)
+    return address
+
+
+def _start_dev_server(folder: Path) -> None:
+    with (folder / "temporal.log").open("ab") as log:
+        proc = subprocess.Popen(
+            dev_server_command(folder / "temporal.db"),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # outlives this command, is not killed by its Ctrl-C
+        )
     (folder / "temporal.pid").write_text(str(proc.pid))
     deadline = time.monotonic() + START_TIMEOUT_S
     while not _listening(HOST, PORT):
@@ -119,7 +129,6 @@ def ensure_dev_server() -> str:
         if time.monotonic() > deadline:
             raise ConfigError(f"the Temporal dev server did not start in {START_TIMEOUT_S} s")
         time.sleep(0.1)
-    return address
 
 
 def stop_dev_server() -> bool:
