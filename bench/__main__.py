@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -20,10 +21,12 @@ from bench.sdk_metrics import mean_latencies_ms, runtime_with_metrics
 from bench.stats import Figure
 from bench.temporal import measure_temporal
 from bench.throughput import journal_throughput_in_child, temporal_throughput
+from crashlab.processes import Processes
 from store.cli import run_main
 from store.config import data_dir
 from store.db import connect, database_url, ensure_schema, open_pool
 from store.temporal_client import connect_temporal
+from store.temporal_server import temporal_address
 
 
 def parse_args() -> argparse.Namespace:
@@ -72,7 +75,6 @@ async def main(args: argparse.Namespace) -> int:
     recoveries = args.recoveries or (1 if quick else 5)
     runs = args.runs or (10 if quick else 200)
     log_dir = data_dir() / "bench" / time.strftime("%Y%m%d-%H%M%S")
-    log_dir.mkdir(parents=True, exist_ok=True)
 
     figures: dict[str, BaseModel] = {}
     legs: dict[str, float] = {}
@@ -94,12 +96,17 @@ async def main(args: argparse.Namespace) -> int:
             sdk_view = mean_latencies_ms(metrics_url)
         finally:
             await pool.close()
-        progress(f"recovery: {recoveries} workers SIGKILLed in the order activity")
-        figures["recovery: new worker start -> run completed"] = await measure_recovery(
-            client, recoveries, log_dir
-        )
-        progress(f"Temporal throughput: {runs} runs at once on one worker")
-        figures["throughput: temporal"] = await temporal_throughput(client, runs, log_dir)
+        env = dict(os.environ, DATABASE_URL=database_url(), TEMPORAL_ADDRESS=temporal_address())
+        procs = Processes(log_dir, env)
+        try:
+            progress(f"recovery: {recoveries} workers SIGKILLed in the order activity")
+            figures["recovery: new worker start -> run completed"] = await measure_recovery(
+                client, procs, recoveries
+            )
+            progress(f"Temporal throughput: {runs} runs at once on one worker")
+            figures["throughput: temporal"] = await temporal_throughput(client, procs, runs)
+        finally:
+            procs.kill_all()
 
     print_table(figures)
     floor = "bare INSERT commit (floor)"

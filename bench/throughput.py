@@ -13,15 +13,15 @@ import resource
 import sys
 import time
 import uuid
-from pathlib import Path
 
 from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client
 
 from activities.model import StubModel
 from activities.models import GroceryRequest
-from bench.processes import peak_rss_mb, start_worker, stop
+from bench.memory import peak_rss_mb
 from bench.stats import Throughput
+from crashlab.processes import Processes
 from journal.agent import run_to_completion
 from journal.engine import Design
 from store.config import PROJECT_ROOT
@@ -69,10 +69,10 @@ async def journal_throughput_in_child(runs: int, concurrency: int) -> Throughput
     return Throughput.model_validate_json(out.decode().strip().splitlines()[-1])
 
 
-async def temporal_throughput(client: Client, runs: int, log_dir: Path) -> Throughput:
+async def temporal_throughput(client: Client, procs: Processes, runs: int) -> Throughput:
     """One real worker process (worker.py); all runs started at once."""
     queue = f"bench-tp-{uuid.uuid4().hex[:8]}"
-    worker = await start_worker(queue, log_dir / f"{queue}.log")
+    worker = await procs.start(queue, ["worker.py"], TASK_QUEUE=queue)
     try:
         # A first run proves the worker is polling before the clock starts.
         await client.execute_workflow(
@@ -97,7 +97,7 @@ async def temporal_throughput(client: Client, runs: int, log_dir: Path) -> Throu
         seconds = time.perf_counter() - started
         rss = peak_rss_mb(worker.pid)
     finally:
-        await stop(worker)
+        await procs.stop(worker)
     return Throughput(
         per_s=round(runs / seconds, 1), runs=runs, seconds=round(seconds, 2), rss_mb=rss
     )
