@@ -20,10 +20,10 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from activities.models import GroceryRequest, GroceryResult
 from store.cli import run_main
+from store.config import task_queue
 from store.db import connect, database_url, ensure_schema
 from store.errors import AgentError, ConfigError
 from store.outcome import read_run_state
-from store.settings import task_queue
 from store.temporal_client import connect_temporal
 from store.temporal_server import ui_url
 from workflows.grocery import GroceryAgentWorkflow

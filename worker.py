@@ -22,10 +22,9 @@ from activities.crash_points import Moment, crash_point_from_env
 from activities.model import StubModel
 from activities.temporal import GroceryActivities, KeyStrategy
 from store.cli import run_main
-from store.config import env_port, env_str, model_latency_seconds
+from store.config import env_port, env_str, model_latency_seconds, task_queue
 from store.db import database_url, ensure_schema, open_pool
 from store.errors import ConfigError
-from store.settings import task_queue
 from store.temporal_client import connect_temporal
 from workflows.grocery import GroceryAgentWorkflow
 
@@ -41,14 +40,7 @@ def make_worker(client: Client, activities: GroceryActivities, queue: str) -> Wo
         client,
         task_queue=queue,
         workflows=[GroceryAgentWorkflow],
-        activities=[
-            activities.plan,
-            activities.check_pantry,
-            activities.choose,
-            activities.place_order,
-            activities.send_confirmation,
-            activities.summarise,
-        ],
+        activities=activities.all(),
         sticky_queue_schedule_to_start_timeout=STICKY_QUEUE_TIMEOUT,
         graceful_shutdown_timeout=timedelta(seconds=10),
     )

@@ -102,6 +102,17 @@ class GroceryActivities:
         crash_if(self.crash_at, Moment.AFTER_EFFECT, n)
         return result
 
+    def all(self) -> list[Callable[..., Awaitable[object]]]:
+        """The six activities, for a Worker's `activities=`."""
+        return [
+            self.plan,
+            self.check_pantry,
+            self.choose,
+            self.place_order,
+            self.send_confirmation,
+            self.summarise,
+        ]
+
     @activity.defn
     async def plan(self, request: GroceryRequest) -> Plan:
         return await self._step(

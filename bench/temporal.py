@@ -35,15 +35,7 @@ def bench_worker(client: Client, queue: str, pool: AsyncConnectionPool) -> Worke
         client,
         task_queue=queue,
         workflows=[StepsWorkflow, GroceryAgentWorkflow],
-        activities=[
-            noop,
-            grocery.plan,
-            grocery.check_pantry,
-            grocery.choose,
-            grocery.place_order,
-            grocery.send_confirmation,
-            grocery.summarise,
-        ],
+        activities=[noop, *grocery.all()],
         sticky_queue_schedule_to_start_timeout=STICKY_QUEUE_TIMEOUT,
     )
 

@@ -18,7 +18,7 @@ from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.api.workflow.v1 import PendingActivityInfo
 from temporalio.client import Client
 
-from crashlab.cells import Cell
+from crashlab.cells import RESET, all_cells, select_cells
 from crashlab.matrix import run_matrix
 from crashlab.processes import Processes
 from store.config import data_dir
@@ -139,8 +139,8 @@ async def demo() -> int:
             )
         code = await procs.wait(starter, 90)
         if code != 0:
-            raise AgentError(f"starter.py failed: {procs.log('starter').strip().splitlines()[-1]}")
-        outcome = json.loads(procs.log("starter").strip().splitlines()[-1])
+            raise AgentError(f"starter.py failed: {procs.last_line('starter')}")
+        outcome = json.loads(procs.last_line("starter"))
         starts = await order_attempts(client, workflow_id)
         history_text = ", ".join(f"attempt {a} started by {who}" for a, who in starts)
         if not retry:
@@ -172,7 +172,7 @@ async def demo() -> int:
             crashed = (await read_run_state(conn, workflow_id)).model_copy(
                 update={"summary": outcome["summary"]}
             )
-            ref_summary = json.loads(procs.log("reference").strip().splitlines()[-1])["summary"]
+            ref_summary = json.loads(procs.last_line("reference"))["summary"]
             clean = (await read_run_state(conn, reference_id)).model_copy(
                 update={"summary": ref_summary}
             )
@@ -196,15 +196,7 @@ async def demo() -> int:
         "compact crash matrix: after-effect:4 (order placed, not recorded) for every design, "
         "and a reset to before the order for Temporal's key strategies",
     )
-    cells = [
-        Cell(engine="journal", design=d, crash_at="after-effect:4")
-        for d in ("naive", "checkpoint", "durable", "transactional")
-    ]
-    cells += [
-        Cell(engine="temporal", design=d, crash_at=c)
-        for d in ("none", "run", "workflow")
-        for c in ("after-effect:4", "reset")
-    ]
+    cells = select_cells(all_cells("all"), None, ["after-effect:4", RESET])
     report = await run_matrix(cells, jobs=len(cells), progress=lambda *_: None)
     print(report.table())
     print(report.legend())

@@ -75,17 +75,8 @@ class Lab:
         self.references[engine] = final.final_state()
 
     async def _journal(self, cell: Cell, run_id: str) -> RunState:
-        args = [
-            "-m",
-            "journal",
-            "run",
-            "--run-id",
-            run_id,
-            "--design",
-            cell.design,
-            "--household",
-            HOUSEHOLD,
-        ]
+        args = ["-m", "journal", "run", "--run-id", run_id, "--design", cell.design]
+        args += ["--household", HOUSEHOLD]
         if cell.crash_at != "none":
             code = await self.procs.run(
                 f"{run_id}-crash", args, PROCESS_TIMEOUT_S, CRASH_AT=cell.crash_at
@@ -94,7 +85,8 @@ class Lab:
                 raise CellFailed(f"the crashing process exited with {code}, not by SIGKILL")
         code = await self.procs.run(run_id, args, PROCESS_TIMEOUT_S)
         if code != 0:
-            raise CellFailed(f"the resumed process exited with {code}: {self._last_line(run_id)}")
+            last = self.procs.last_line(run_id)
+            raise CellFailed(f"the resumed process exited with {code}: {last}")
         async with self.pool.connection() as conn:
             return await read_run_state(conn, run_id)
 
@@ -133,7 +125,3 @@ class Lab:
         async with self.pool.connection() as conn:
             final = await read_run_state(conn, run_id)
         return final.model_copy(update={"summary": result.summary.text})
-
-    def _last_line(self, name: str) -> str:
-        lines = self.procs.log(name).strip().splitlines()
-        return lines[-1] if lines else "(no output)"

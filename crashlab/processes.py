@@ -38,6 +38,11 @@ class Processes:
         path = self.log_dir / f"{name}.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
+    def last_line(self, name: str) -> str:
+        """The last line a process wrote (starter.py --json writes its outcome there)."""
+        lines = self.log(name).strip().splitlines()
+        return lines[-1] if lines else "(no output)"
+
     async def wait(self, proc: asyncio.subprocess.Process, limit_s: float) -> int:
         try:
             code = await asyncio.wait_for(proc.wait(), limit_s)

@@ -49,6 +49,14 @@ def env_port(name: str) -> int | None:
     return int(raw)
 
 
+DEFAULT_TASK_QUEUE = "grocery-agent"
+
+
+def task_queue() -> str:
+    """TASK_QUEUE (default `grocery-agent`): the crash lab gives each cell a queue of its own."""
+    return env_str("TASK_QUEUE") or DEFAULT_TASK_QUEUE
+
+
 def model_latency_seconds() -> float:
     """STUB_MODEL_LATENCY_MS: how long the stub model 'thinks' (default 0), so a person can kill
     a run in the middle of a model call."""

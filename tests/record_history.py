@@ -11,7 +11,7 @@ import uuid
 from pathlib import Path
 
 from activities.models import GroceryRequest
-from store.settings import task_queue
+from store.config import task_queue
 from store.temporal_client import connect_temporal
 from workflows.grocery import GroceryAgentWorkflow
 
