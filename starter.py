@@ -18,14 +18,14 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from activities.models import GroceryRequest, GroceryResult
-from store.cli import run_main
-from store.config import task_queue
-from store.db import connect, database_url, ensure_schema
-from store.errors import AgentError, ConfigError
-from store.outcome import read_run_state
-from store.temporal_client import connect_temporal
-from store.temporal_server import ui_url
+from agent.data import GroceryRequest, GroceryResult
+from agent.outcome import read_run_state
+from infra.cli import run_main
+from infra.config import task_queue
+from infra.db import connect, database_url, ensure_schema
+from infra.errors import AgentError, ConfigError
+from infra.temporal_client import connect_temporal
+from infra.temporal_server import ui_url
 from workflows.grocery import GroceryAgentWorkflow
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")

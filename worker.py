@@ -2,8 +2,11 @@
 
 Environment: TEMPORAL_ADDRESS (unset: the local dev server, started if needed), DATABASE_URL
 (unset: the embedded Postgres), TASK_QUEUE, KEY_STRATEGY (workflow | run | none), CRASH_AT
-(the worker SIGKILLs itself there), STUB_MODEL_LATENCY_MS, METRICS_PORT (Prometheus /metrics).
-SIGTERM or Ctrl-C shuts down gracefully: running activities get 10 s to finish.
+(the worker SIGKILLs itself there, through crashtest's interceptor), STUB_MODEL_LATENCY_MS,
+METRICS_PORT (Prometheus /metrics). SIGTERM or Ctrl-C shuts down gracefully: running activities
+get 10 s to finish.
+
+`build_worker` is the same worker for `python -m crashtest run --worker worker:build_worker`.
 """
 
 from __future__ import annotations
@@ -14,18 +17,25 @@ import os
 import signal
 from datetime import timedelta
 
+from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Worker
 
-from activities.crash_points import Moment, crash_point_from_env
-from activities.model import StubModel
-from activities.temporal import GroceryActivities, KeyStrategy
-from store.cli import run_main
-from store.config import env_port, env_str, model_latency_seconds, task_queue
-from store.db import database_url, ensure_schema, open_pool
-from store.errors import ConfigError
-from store.temporal_client import connect_temporal
+from activities.grocery import GroceryActivities, KeyStrategy
+from agent.llm import StubModel
+from agent.steps import STEP_NAMES
+from crashtest.interceptor import CrashInterceptor
+from infra.cli import run_main
+from infra.config import (
+    crash_point_from_env,
+    env_port,
+    env_str,
+    model_latency_seconds,
+    task_queue,
+)
+from infra.db import database_url, ensure_schema, open_pool
+from infra.temporal_client import connect_temporal
 from workflows.grocery import GroceryAgentWorkflow
 
 log = logging.getLogger("worker")
@@ -35,7 +45,13 @@ log = logging.getLogger("worker")
 STICKY_QUEUE_TIMEOUT = timedelta(seconds=1)
 
 
-def make_worker(client: Client, activities: GroceryActivities, queue: str) -> Worker:
+def key_strategy() -> KeyStrategy:
+    return KeyStrategy.parse(env_str("KEY_STRATEGY") or "workflow")
+
+
+def make_worker(client: Client, pool: AsyncConnectionPool, queue: str) -> Worker:
+    """The grocery worker; KEY_STRATEGY and STUB_MODEL_LATENCY_MS come from the environment."""
+    activities = GroceryActivities(pool, StubModel(model_latency_seconds()), key_strategy())
     return Worker(
         client,
         task_queue=queue,
@@ -46,14 +62,24 @@ def make_worker(client: Client, activities: GroceryActivities, queue: str) -> Wo
     )
 
 
+async def open_app_pool() -> AsyncConnectionPool:
+    pool = await open_pool(database_url())
+    async with pool.connection() as conn:
+        await ensure_schema(conn)
+    return pool
+
+
+async def build_worker(client: Client, task_queue: str) -> Worker:
+    """crashtest's FACTORY: the same worker; its pool lives as long as the process."""
+    return make_worker(client, await open_app_pool(), task_queue)
+
+
 async def main() -> int:
     # Validate every setting before connecting to anything.
-    crash_at = crash_point_from_env()
-    if crash_at is not None and crash_at.moment is Moment.AFTER_CHECKPOINT and crash_at.step == 6:
-        raise ConfigError("after-checkpoint:6 has no next activity to crash in; use 1..5")
-    key_strategy = KeyStrategy.parse(env_str("KEY_STRATEGY") or "workflow")
+    crash_at = crash_point_from_env(STEP_NAMES, checkpoint_after_last=False)
+    strategy = key_strategy()
     metrics_port = env_port("METRICS_PORT")
-    model = StubModel(model_latency_seconds())
+    model_latency_seconds()
     queue = task_queue()
 
     runtime = None
@@ -63,22 +89,21 @@ async def main() -> int:
                 metrics=PrometheusConfig(bind_address=f"127.0.0.1:{metrics_port}")
             )
         )
-    pool = await open_pool(database_url())
+    pool = await open_app_pool()
     try:
-        async with pool.connection() as conn:
-            await ensure_schema(conn)
-        client = await connect_temporal(runtime=runtime)
-        activities = GroceryActivities(pool, model, key_strategy, crash_at)
+        client = await connect_temporal(
+            runtime=runtime, interceptors=[CrashInterceptor(crash_at)] if crash_at else []
+        )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        async with make_worker(client, activities, queue):
+        async with make_worker(client, pool, queue):
             log.info(
                 "worker ready: pid %d, task queue %s, keys %s%s",
                 os.getpid(),
                 queue,
-                key_strategy,
+                strategy,
                 f", will crash at {crash_at}" if crash_at else "",
             )
             await stop.wait()

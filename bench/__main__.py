@@ -21,12 +21,12 @@ from bench.sdk_metrics import mean_latencies_ms, runtime_with_metrics
 from bench.stats import Figure
 from bench.temporal import measure_temporal
 from bench.throughput import journal_throughput_in_child, temporal_throughput
-from crashlab.processes import Processes
-from store.cli import run_main
-from store.config import data_dir
-from store.db import connect, database_url, ensure_schema, open_pool
-from store.temporal_client import connect_temporal
-from store.temporal_server import temporal_address
+from crashtest.processes import Processes
+from infra.cli import run_main
+from infra.config import PROJECT_ROOT, data_dir
+from infra.db import connect, database_url, ensure_schema, open_pool
+from infra.temporal_client import connect_temporal
+from infra.temporal_server import temporal_address
 
 
 def parse_args() -> argparse.Namespace:
@@ -97,7 +97,7 @@ async def main(args: argparse.Namespace) -> int:
         finally:
             await pool.close()
         env = dict(os.environ, DATABASE_URL=database_url(), TEMPORAL_ADDRESS=temporal_address())
-        procs = Processes(log_dir, env)
+        procs = Processes(log_dir, env, cwd=PROJECT_ROOT)
         try:
             progress(f"recovery: {recoveries} workers SIGKILLed in the order activity")
             figures["recovery: new worker start -> run completed"] = await measure_recovery(

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import time
 import uuid
+from dataclasses import replace
 
 import psycopg
 
-from activities.models import Choice, OrderLine
+from agent.data import Choice, OrderLine
+from agent.steps import CHOOSE
 from bench.stats import Figure
 from journal.engine import Design, Journal
 
@@ -40,11 +42,13 @@ async def measure_postgres(conn: psycopg.AsyncConnection, n: int) -> dict[str, F
     save: list[int] = []
     seed: list[int] = []
     warmup = 50
+    # One "choose" step per position, made before the clock starts.
+    specs = {i: replace(CHOOSE, number=i) for i in range(1, n + warmup + 1)}
     for i in range(1, n + warmup + 1):
         t0 = time.perf_counter_ns()
         await conn.execute("insert into bench_floor (payload) values (%s)", (payload,))
         t1 = time.perf_counter_ns()
-        await journal.step(i, "choose", Choice, _output)
+        await journal.step(specs[i], _output)
         t2 = time.perf_counter_ns()
         await _seed_step(conn, seed_run, i)
         t3 = time.perf_counter_ns()
@@ -60,7 +64,7 @@ async def measure_postgres(conn: psycopg.AsyncConnection, n: int) -> dict[str, F
     replay: list[int] = []
     for i in range(warmup + 1, n + warmup + 1):
         s0 = time.perf_counter_ns()
-        await replaying.step(i, "choose", Choice, _output)
+        await replaying.step(specs[i], _output)
         replay.append(time.perf_counter_ns() - s0)
 
     await conn.execute("delete from agent_steps where run_id in (%s, %s)", (run_id, seed_run))
@@ -83,5 +87,5 @@ async def _seed_step(conn: psycopg.AsyncConnection, run_id: str, n: int) -> None
     if await cur.fetchone() is None:
         await conn.execute(
             "insert into agent_steps (run_id, step, name, output) values (%s, %s, %s, %s::jsonb)",
-            (run_id, n, "choose", OUTPUT.model_dump_json()),
+            (run_id, n, CHOOSE.name, OUTPUT.model_dump_json()),
         )

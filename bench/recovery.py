@@ -9,9 +9,10 @@ import uuid
 
 from temporalio.client import Client
 
-from activities.models import GroceryRequest
+from agent.data import GroceryRequest
+from agent.steps import PLACE_ORDER
 from bench.stats import Figure
-from crashlab.processes import Processes
+from crashtest.processes import Processes
 from workflows.grocery import GroceryAgentWorkflow
 
 
@@ -20,7 +21,10 @@ async def measure_recovery(client: Client, procs: Processes, runs: int) -> Figur
     for _ in range(runs):
         queue = f"bench-recovery-{uuid.uuid4().hex[:8]}"
         doomed = await procs.start(
-            f"{queue}-a", ["worker.py"], TASK_QUEUE=queue, CRASH_AT="after-effect:4"
+            f"{queue}-a",
+            ["worker.py"],
+            TASK_QUEUE=queue,
+            CRASH_AT=f"after-effect:{PLACE_ORDER.number}",
         )
         handle = await client.start_workflow(
             GroceryAgentWorkflow.run,

@@ -18,15 +18,16 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Worker
 
-from activities.model import StubModel
-from activities.models import GroceryRequest
-from activities.temporal import GroceryActivities
+from activities.grocery import GroceryActivities
+from agent.data import GroceryRequest
+from agent.llm import StubModel
+from agent.steps import STEPS as AGENT_STEPS
 from bench.stats import Figure
 from bench.workflows import StepsSpec, StepsWorkflow, noop
 from worker import STICKY_QUEUE_TIMEOUT
 from workflows.grocery import GroceryAgentWorkflow
 
-STEPS = 6
+STEPS = len(AGENT_STEPS)  # the no-op workflows have as many steps as the agent
 
 
 def bench_worker(client: Client, queue: str, pool: AsyncConnectionPool) -> Worker:

@@ -17,15 +17,15 @@ import uuid
 from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client
 
-from activities.model import StubModel
-from activities.models import GroceryRequest
+from agent.data import GroceryRequest
+from agent.llm import StubModel
 from bench.memory import peak_rss_mb
 from bench.stats import Throughput
-from crashlab.processes import Processes
+from crashtest.processes import Processes
+from infra.config import PROJECT_ROOT
+from infra.db import database_url, open_pool
 from journal.agent import run_to_completion
 from journal.engine import Design
-from store.config import PROJECT_ROOT
-from store.db import database_url, open_pool
 from workflows.grocery import GroceryAgentWorkflow
 
 

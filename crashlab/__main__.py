@@ -8,7 +8,7 @@ from pathlib import Path
 
 from crashlab.cells import all_cells, select_cells
 from crashlab.matrix import default_jobs, run_matrix
-from store.cli import run_main
+from infra.cli import run_main
 
 
 def split(text: str | None) -> list[str] | None:

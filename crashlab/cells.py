@@ -6,22 +6,25 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from activities.crash_points import CrashPoint, Moment
-from store.errors import ConfigError
+from agent.steps import STEPS, Effect
+from crashtest.points import CrashPoint, Moment
+from infra.errors import ConfigError
 
 Engine = Literal["journal", "temporal"]
 
 JOURNAL_DESIGNS = ("naive", "checkpoint", "durable", "transactional")
 TEMPORAL_DESIGNS = ("none", "run", "workflow")  # the Temporal key strategies
+# Both engines at the same points: after every step's effect, after every checkpoint that has a
+# next step (a Temporal worker has no next activity to crash in after the last one).
 CRASH_POINTS = (
     "none",
-    *(f"after-effect:{n}" for n in range(1, 7)),
-    *(f"after-checkpoint:{n}" for n in range(1, 6)),
+    *(f"{Moment.AFTER_EFFECT}:{step.number}" for step in STEPS),
+    *(f"{Moment.AFTER_CHECKPOINT}:{step.number}" for step in STEPS[:-1]),
 )
 RESET = "reset"  # Temporal only: reset a completed run to before the order step
 # Steps that write something a repeat would duplicate: model calls (recorded, and paid for),
-# the order, the email. Step 2, the pantry check, only reads.
-EFFECT_STEPS = frozenset({1, 3, 4, 5, 6})
+# the order, the email. The pantry check only reads.
+EFFECT_STEPS = frozenset(step.number for step in STEPS if step.effect is not Effect.NONE)
 
 
 class Cell(BaseModel, frozen=True):
@@ -44,7 +47,7 @@ class Cell(BaseModel, frozen=True):
             return False  # starts over: repeats at least the first model call
         if self.design in ("checkpoint", "none"):  # a journal or history, but no keys
             point = CrashPoint.parse(self.crash_at)
-            return not (point.moment is Moment.AFTER_EFFECT and point.step in EFFECT_STEPS)
+            return not (point.moment is Moment.AFTER_EFFECT and point.position in EFFECT_STEPS)
         return True
 
 

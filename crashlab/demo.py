@@ -18,17 +18,19 @@ from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.api.workflow.v1 import PendingActivityInfo
 from temporalio.client import Client
 
+from agent.outcome import read_run_state
+from agent.steps import PLACE_ORDER
 from crashlab.cells import RESET, all_cells, select_cells
 from crashlab.matrix import run_matrix
-from crashlab.processes import Processes
-from store.config import data_dir
-from store.db import connect, database_url, ensure_schema
-from store.errors import AgentError
-from store.outcome import read_run_state
-from store.temporal_client import connect_temporal
-from store.temporal_server import is_listening, temporal_address, ui_url
+from crashtest.processes import Processes
+from infra.config import PROJECT_ROOT, data_dir
+from infra.db import connect, database_url, ensure_schema
+from infra.errors import AgentError
+from infra.temporal_client import connect_temporal
+from infra.temporal_server import is_listening, temporal_address, ui_url
 
 STAGES = 9
+CRASH_AT = f"after-effect:{PLACE_ORDER.number}"  # the order is placed, not yet recorded
 WEEK = "2026-W49"
 
 
@@ -40,7 +42,7 @@ async def pending_order(client: Client, workflow_id: str) -> PendingActivityInfo
     """What Temporal's server knows right now of the order activity, if it is pending."""
     desc = await client.get_workflow_handle(workflow_id).describe()
     for pending in desc.raw_description.pending_activities:
-        if pending.activity_type.name == "place_order":
+        if pending.activity_type.name == PLACE_ORDER.name:
             return pending
     return None
 
@@ -67,7 +69,7 @@ async def order_attempts(client: Client, workflow_id: str) -> list[tuple[int, st
         e.event_id
         for e in history.events
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-        and e.activity_task_scheduled_event_attributes.activity_type.name == "place_order"
+        and e.activity_task_scheduled_event_attributes.activity_type.name == PLACE_ORDER.name
     }
     return [
         (
@@ -97,13 +99,13 @@ async def demo() -> int:
     client = await connect_temporal(address)
 
     env = dict(os.environ, DATABASE_URL=db_url, TEMPORAL_ADDRESS=address, TASK_QUEUE=queue)
-    procs = Processes(data_dir() / "crashlab" / f"demo-{tag}", env)
+    procs = Processes(data_dir() / "crashlab" / f"demo-{tag}", env, cwd=PROJECT_ROOT)
     try:
-        doomed = await procs.start("worker-a", ["worker.py"], CRASH_AT="after-effect:4")
+        doomed = await procs.start("worker-a", ["worker.py"], CRASH_AT=CRASH_AT)
         say(
             3,
             f"worker A started (pid {doomed.pid}); it will SIGKILL itself just after placing "
-            "the order, before Temporal hears the activity finished (CRASH_AT=after-effect:4)",
+            f"the order, before Temporal hears the activity finished (CRASH_AT={CRASH_AT})",
         )
         starter = await procs.start(
             "starter", ["starter.py", "--household", household, "--week", WEEK, "--json"]
@@ -135,7 +137,7 @@ async def demo() -> int:
             say(
                 7,
                 f"Temporal retries place_order (attempt 1 failed: {why}): "
-                f"attempt {retry.attempt}, with the same key {workflow_id}:4",
+                f"attempt {retry.attempt}, with the same key {workflow_id}:{PLACE_ORDER.number}",
             )
         code = await procs.wait(starter, 90)
         if code != 0:
@@ -144,7 +146,11 @@ async def demo() -> int:
         starts = await order_attempts(client, workflow_id)
         history_text = ", ".join(f"attempt {a} started by {who}" for a, who in starts)
         if not retry:
-            say(7, f"Temporal retried place_order with the same key {workflow_id}:4")
+            say(
+                7,
+                f"Temporal retried place_order with the same key {workflow_id}:"
+                f"{PLACE_ORDER.number}",
+            )
         say(
             8,
             f"run completed; the history records place_order {history_text} (worker B); "
@@ -169,13 +175,8 @@ async def demo() -> int:
         if await procs.wait(ref, 60) != 0:
             raise AgentError(f"the no-crash run failed; see {procs.log_dir}")
         async with await connect(db_url) as conn:
-            crashed = (await read_run_state(conn, workflow_id)).model_copy(
-                update={"summary": outcome["summary"]}
-            )
-            ref_summary = json.loads(procs.last_line("reference"))["summary"]
-            clean = (await read_run_state(conn, reference_id)).model_copy(
-                update={"summary": ref_summary}
-            )
+            crashed = await read_run_state(conn, workflow_id)
+            clean = await read_run_state(conn, reference_id)
         same = crashed.final_state() == clean.final_state()
         print()
         print(f"{'':24}{'model calls':>12}{'orders':>8}{'emails':>8}")
@@ -193,10 +194,10 @@ async def demo() -> int:
 
     say(
         9,
-        "compact crash matrix: after-effect:4 (order placed, not recorded) for every design, "
+        f"compact crash matrix: {CRASH_AT} (order placed, not recorded) for every design, "
         "and a reset to before the order for Temporal's key strategies",
     )
-    cells = select_cells(all_cells("all"), None, ["after-effect:4", RESET])
+    cells = select_cells(all_cells("all"), None, [CRASH_AT, RESET])
     report = await run_matrix(cells, jobs=len(cells), progress=lambda *_: None)
     print(report.table())
     print(report.legend())

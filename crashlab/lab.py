@@ -1,5 +1,9 @@
 """Running one cell: a fresh run, a real process SIGKILLed at the cell's crash point, a fresh
-process that resumes the run, and the outcome read back from Postgres."""
+process that resumes the run, and the final state read back from Postgres.
+
+Journal cells run `python -m journal`, which keeps its own crash lines. Temporal cells are
+crashtest cells: the grocery worker is SIGKILLed from outside, by crashtest's interceptor.
+"""
 
 from __future__ import annotations
 
@@ -8,19 +12,23 @@ import signal
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
-from temporalio.client import Client
-from temporalio.common import WorkflowIDReusePolicy
 
-from activities.models import GroceryRequest, GroceryResult
+from agent.data import GroceryRequest
+from agent.outcome import final_state, read_run_state
+from agent.steps import STEP_NAMES
 from crashlab.cells import RESET, Cell, CellResult, Engine
-from crashlab.processes import Processes
 from crashlab.reset import reset_before_activity
-from store.outcome import RunState, read_run_state
+from crashtest.points import CrashPoint
+from crashtest.processes import Processes
+from crashtest.runner import Boundary, Reference, Runner, Target
+from infra.temporal_client import DATA_CONVERTER
 from workflows.grocery import GroceryAgentWorkflow
 
 HOUSEHOLD = "household-1"
+WEEK = "2026-W49"
 PROCESS_TIMEOUT_S = 60
 RESULT_TIMEOUT_S = 90
 
@@ -29,36 +37,57 @@ class CellFailed(Exception):
     """The cell could not be run as designed (not: the design failed, which is a result)."""
 
 
+def grocery_target(key_strategy: str) -> Target:
+    """The grocery agent as crashtest sees it: `worker.py`'s factory, with this key strategy."""
+    return Target(
+        worker="worker:build_worker",
+        workflow="GroceryAgentWorkflow",
+        input=GroceryRequest(household=HOUSEHOLD, week=WEEK).model_dump(),
+        data_converter=DATA_CONVERTER,
+        env={"KEY_STRATEGY": key_strategy},
+    )
+
+
+def counts(state: dict[str, Any]) -> tuple[int, int, int]:
+    """(model calls, orders, emails) of a final state (`RunState.final_state()`)."""
+    return state["model_calls"], len(state["orders"]), len(state["emails"])
+
+
 @dataclass
 class Lab:
     procs: Processes
     pool: AsyncConnectionPool
-    client: Client | None
-    references: dict[Engine, dict[str, object]] = field(default_factory=dict)
+    runner: Runner | None  # for the Temporal cells
+    references: dict[Engine, Any] = field(default_factory=dict)
+    temporal_reference: Reference | None = None
 
     async def run_cell(self, cell: Cell) -> CellResult:
         started = time.monotonic()
         point = cell.crash_at.replace(":", "")
         run_id = f"lab-{cell.engine}-{cell.design}-{point}-{uuid.uuid4().hex[:8]}"
         error = None
+        matches = False
         try:
             if cell.engine == "journal":
-                final = await self._journal(cell, run_id)
+                state = await self._journal(cell, run_id)
+                matches = state == self.references["journal"]
+            elif cell.crash_at == RESET:
+                state = await self._reset(cell, run_id)
+                matches = state == self.references["temporal"]
             else:
-                final = await self._temporal(cell, run_id)
+                state, matches, error = await self._temporal(cell)
         except Exception as err:  # one broken cell is reported, and the matrix goes on
             error = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
-            async with self.pool.connection() as conn:
-                final = await read_run_state(conn, run_id)
-        reference = self.references.get(cell.engine)
+            state = await final_state(run_id)
+        calls, orders, emails = counts(state)
         return CellResult(
             engine=cell.engine,
             design=cell.design,
             crash_at=cell.crash_at,
-            model_calls=final.model_calls,
-            orders=len(final.orders),
-            emails=len(final.emails),
-            matches_no_crash=error is None and final.final_state() == reference,
+            model_calls=calls,
+            orders=orders,
+            emails=emails,
+            matches_no_crash=error is None and matches,
             expected=cell.expected_match,
             seconds=round(time.monotonic() - started, 2),
             error=error,
@@ -66,15 +95,20 @@ class Lab:
 
     async def reference(self, engine: Engine) -> None:
         """The final state of a run that never crashed, which every cell is compared with."""
-        design = "durable" if engine == "journal" else "workflow"
-        run_id = f"lab-reference-{engine}-{uuid.uuid4().hex[:8]}"
-        cell = Cell(engine=engine, design=design, crash_at="none")
-        final = await (
-            self._journal(cell, run_id) if engine == "journal" else self._temporal(cell, run_id)
-        )
-        self.references[engine] = final.final_state()
+        if engine == "journal":
+            run_id = f"lab-reference-journal-{uuid.uuid4().hex[:8]}"
+            cell = Cell(engine="journal", design="durable", crash_at="none")
+            self.references["journal"] = await self._journal(cell, run_id)
+            return
+        assert self.runner is not None
+        reference = await self.runner.reference(grocery_target("workflow"))
+        names = tuple(a.activity for a in reference.activities)
+        if names != STEP_NAMES:
+            raise CellFailed(f"the workflow ran {names}, not the agent's steps {STEP_NAMES}")
+        self.temporal_reference = reference
+        self.references["temporal"] = reference.observed
 
-    async def _journal(self, cell: Cell, run_id: str) -> RunState:
+    async def _journal(self, cell: Cell, run_id: str) -> dict[str, Any]:
         args = ["-m", "journal", "run", "--run-id", run_id, "--design", cell.design]
         args += ["--household", HOUSEHOLD]
         if cell.crash_at != "none":
@@ -88,40 +122,38 @@ class Lab:
             last = self.procs.last_line(run_id)
             raise CellFailed(f"the resumed process exited with {code}: {last}")
         async with self.pool.connection() as conn:
-            return await read_run_state(conn, run_id)
+            return (await read_run_state(conn, run_id)).final_state()
 
-    async def _temporal(self, cell: Cell, run_id: str) -> RunState:
-        assert self.client is not None
-        crash = cell.crash_at not in ("none", RESET)
-        env = {"TASK_QUEUE": run_id, "KEY_STRATEGY": cell.design}
-        first = await self.procs.start(
-            f"{run_id}-w1", ["worker.py"], **env, **({"CRASH_AT": cell.crash_at} if crash else {})
+    async def _temporal(self, cell: Cell) -> tuple[dict[str, Any], bool, str | None]:
+        """A crashtest cell: crashed by the interceptor at the cell's point, resumed by a fresh
+        worker, observed with `agent.outcome.final_state`."""
+        assert self.runner is not None and self.temporal_reference is not None
+        boundary = None
+        if cell.crash_at != "none":
+            point = CrashPoint.parse(cell.crash_at)
+            assert point.position is not None
+            boundary = Boundary(point, STEP_NAMES[point.position - 1], None)
+        result = await self.runner.cell(
+            grocery_target(cell.design), boundary, self.temporal_reference
         )
-        workers = [first]
+        return result.observed, result.matches, result.error
+
+    async def _reset(self, cell: Cell, run_id: str) -> dict[str, Any]:
+        """Run to completion, then reset to before the order step and run again."""
+        assert self.runner is not None
+        client = self.runner.client
+        worker = await self.runner.start_worker(grocery_target(cell.design), run_id, run_id)
         try:
-            handle = await self.client.start_workflow(
+            handle = await client.start_workflow(
                 GroceryAgentWorkflow.run,
-                GroceryRequest(household=HOUSEHOLD, week="2026-W49"),
+                GroceryRequest(household=HOUSEHOLD, week=WEEK),
                 id=run_id,
                 task_queue=run_id,
-                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
             )
-            if crash:
-                code = await self.procs.wait(first, PROCESS_TIMEOUT_S)
-                if code != -signal.SIGKILL:
-                    raise CellFailed(f"the crashing worker exited with {code}, not by SIGKILL")
-                workers.append(await self.procs.start(f"{run_id}-w2", ["worker.py"], **env))
-            result: GroceryResult = await asyncio.wait_for(handle.result(), RESULT_TIMEOUT_S)
-            if cell.crash_at == RESET:
-                new_run = await reset_before_activity(
-                    self.client, run_id, handle.result_run_id or ""
-                )
-                again = self.client.get_workflow_handle_for(
-                    GroceryAgentWorkflow.run, run_id, run_id=new_run
-                )
-                result = await asyncio.wait_for(again.result(), RESULT_TIMEOUT_S)
+            await asyncio.wait_for(handle.result(), RESULT_TIMEOUT_S)
+            new_run = await reset_before_activity(client, run_id, handle.result_run_id or "")
+            again = client.get_workflow_handle_for(GroceryAgentWorkflow.run, run_id, run_id=new_run)
+            await asyncio.wait_for(again.result(), RESULT_TIMEOUT_S)
         finally:
-            await asyncio.gather(*(self.procs.stop(w) for w in workers))
-        async with self.pool.connection() as conn:
-            final = await read_run_state(conn, run_id)
-        return final.model_copy(update={"summary": result.summary.text})
+            await self.procs.stop(worker)
+        return await self.runner.observe(run_id)

@@ -9,15 +9,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from agent.outcome import final_state
 from crashlab.cells import Cell, CellResult
-from crashlab.lab import Lab
-from crashlab.processes import Processes
+from crashlab.lab import RESULT_TIMEOUT_S, Lab
 from crashlab.report import MatrixReport
-from store.config import data_dir
-from store.db import connect, database_url, ensure_schema, open_pool
-from store.errors import AgentError
-from store.temporal_client import connect_temporal
-from store.temporal_server import temporal_address
+from crashtest.processes import Processes
+from crashtest.runner import Runner
+from infra.config import PROJECT_ROOT, data_dir
+from infra.db import connect, database_url, ensure_schema, open_pool
+from infra.errors import AgentError
+from infra.temporal_client import connect_temporal
+from infra.temporal_server import temporal_address
 
 
 def default_jobs() -> int:
@@ -48,16 +50,20 @@ async def run_matrix(
     db_url = database_url()
     needs_temporal = any(c.engine == "temporal" for c in cells)
     env = dict(os.environ, DATABASE_URL=db_url)
-    client = None
-    if needs_temporal:
-        env["TEMPORAL_ADDRESS"] = temporal_address()
-        client = await connect_temporal(env["TEMPORAL_ADDRESS"])
     async with await connect(db_url) as conn:
         await ensure_schema(conn)
-    procs = Processes(log_dir or data_dir() / "crashlab" / time.strftime("%Y%m%d-%H%M%S"), env)
+    if needs_temporal:
+        env["TEMPORAL_ADDRESS"] = temporal_address()
+    log_dir = log_dir or data_dir() / "crashlab" / time.strftime("%Y%m%d-%H%M%S")
+    procs = Processes(log_dir, env, cwd=PROJECT_ROOT)
+    runner = None
+    if needs_temporal:
+        address = env["TEMPORAL_ADDRESS"]
+        client = await connect_temporal(address)
+        runner = Runner(client, address, procs, final_state, deadline_s=RESULT_TIMEOUT_S)
     pool = await open_pool(db_url, max_size=4)
     try:
-        lab = Lab(procs, pool, client)
+        lab = Lab(procs, pool, runner)
         try:
             await asyncio.gather(*(lab.reference(e) for e in sorted({c.engine for c in cells})))
         except Exception as err:

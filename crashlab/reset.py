@@ -15,9 +15,11 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
 from temporalio.client import Client
 
+from agent.steps import PLACE_ORDER
+
 
 async def reset_before_activity(
-    client: Client, workflow_id: str, run_id: str, activity_type: str = "place_order"
+    client: Client, workflow_id: str, run_id: str, activity_type: str = PLACE_ORDER.name
 ) -> str:
     """Reset the run to the workflow task that scheduled `activity_type`; return the new run id."""
     history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()

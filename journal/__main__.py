@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import argparse
 
-from activities.crash_points import crash_point_from_env
-from activities.model import StubModel
+from agent.llm import StubModel
+from agent.outcome import read_run_state
+from agent.steps import STEP_NAMES
+from infra.cli import run_main
+from infra.config import crash_point_from_env, model_latency_seconds
+from infra.db import connect, database_url, ensure_schema
+from infra.errors import UnknownRun
 from journal.agent import run_to_completion
 from journal.engine import Design
-from store.cli import run_main
-from store.config import model_latency_seconds
-from store.db import connect, database_url, ensure_schema
-from store.errors import UnknownRun
-from store.outcome import read_run_state
 
 DEFAULT_HOUSEHOLD = "household-1"
 
@@ -36,7 +36,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 async def main(args: argparse.Namespace) -> int:
     if args.command == "run":
         design = Design.parse(args.design)  # validate everything before touching the database
-        crash_at = crash_point_from_env()
+        crash_at = crash_point_from_env(STEP_NAMES, checkpoint_after_last=True)
         model = StubModel(model_latency_seconds())
     async with await connect(database_url()) as conn:
         await ensure_schema(conn)

@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import psycopg
 
-from activities import steps
-from activities.crash_points import CrashPoint
-from activities.model import Model
-from activities.models import Choice, EmailSent, OrderPlaced, PantryReport, Plan, Summary
+from agent import steps
+from agent.data import Summary
+from agent.llm import Model
+from agent.steps import CHECK_PANTRY, CHOOSE, PLACE_ORDER, PLAN, SEND_CONFIRMATION, SUMMARISE
+from crashtest.points import CrashPoint
 from journal.engine import Design, Journal
 
 
 async def run_agent(j: Journal, model: Model, household: str) -> Summary:
     run_id = j.run_id
-    plan = await j.step(1, "plan", Plan, lambda c: steps.plan(c.conn, model, run_id, household, c.key))
-    report = await j.step(2, "check_pantry", PantryReport, lambda c: steps.check_pantry(household, plan))
-    choice = await j.step(3, "choose", Choice, lambda c: steps.choose(c.conn, model, run_id, report, c.key))
-    order = await j.step(4, "place_order", OrderPlaced, lambda c: steps.place_order(c.conn, run_id, choice.lines, c.key), local=True)
-    email = await j.step(5, "send_email", EmailSent, lambda c: steps.send_confirmation(c.conn, run_id, household, order, c.key), local=True)
-    return await j.step(6, "summarise", Summary, lambda c: steps.summarise(c.conn, model, run_id, order, email, c.key))
+    plan = await j.step(PLAN, lambda c: steps.plan(c.conn, model, run_id, household, c.key))
+    pantry = await j.step(CHECK_PANTRY, lambda c: steps.check_pantry(household, plan))
+    choice = await j.step(CHOOSE, lambda c: steps.choose(c.conn, model, run_id, pantry, c.key))
+    order = await j.step(PLACE_ORDER, lambda c: steps.place_order(c.conn, run_id, choice.lines, c.key))
+    email = await j.step(SEND_CONFIRMATION, lambda c: steps.send_confirmation(c.conn, run_id, household, order, c.key))
+    return await j.step(SUMMARISE, lambda c: steps.summarise(c.conn, model, run_id, order, email, c.key))
 
 
 async def run_to_completion(

@@ -24,9 +24,10 @@ from typing import Any, TypeVar
 import psycopg
 from pydantic import BaseModel
 
-from activities.crash_points import CrashPoint, Moment, crash_if
-from store.config import parse_choice
-from store.errors import AgentError, ConfigError
+from agent.steps import Effect, Step
+from crashtest.points import CrashPoint, Moment, crash_now
+from infra.config import parse_choice
+from infra.errors import AgentError, ConfigError
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -119,16 +120,9 @@ class Journal:
         saved = {} if design is Design.NAIVE else {n: (name, out) for n, name, out in steps}
         return cls(conn, run_id, design, saved, crash_at)
 
-    async def step(
-        self,
-        n: int,
-        name: str,
-        output_type: type[T],
-        fn: Callable[[StepContext], Awaitable[T]],
-        *,
-        local: bool = False,
-    ) -> T:
-        """Run step n once. `local=True` marks a step whose effect lives in our own database."""
+    async def step(self, spec: Step[T], fn: Callable[[StepContext], Awaitable[T]]) -> T:
+        """Run a step once; a step already in the journal is replayed from memory."""
+        n, name = spec.number, spec.name
         if n in self.saved:  # replay: no I/O at all
             saved_name, output = self.saved[n]
             if saved_name != name:
@@ -136,29 +130,34 @@ class Journal:
                     f"run {self.run_id}: step {n} is {name!r} in the code but {saved_name!r} in "
                     "the journal; the agent changed since this run started, refusing to replay"
                 )
-            return output_type.model_validate(output)
+            return spec.output.model_validate(output)
 
         if self.design is Design.NAIVE:
-            output = await fn(StepContext(self.conn, None))
-            crash_if(self.crash_at, Moment.AFTER_EFFECT, n)
-            crash_if(self.crash_at, Moment.AFTER_CHECKPOINT, n)  # nothing is saved in between
-            return output
+            result = await fn(StepContext(self.conn, None))
+            self._crash_if(Moment.AFTER_EFFECT, n)
+            self._crash_if(Moment.AFTER_CHECKPOINT, n)  # nothing is saved in between
+            return result
 
-        if local and self.design is Design.TRANSACTIONAL:
+        if spec.effect is Effect.DATABASE and self.design is Design.TRANSACTIONAL:
             async with self.conn.transaction():
-                output = await fn(StepContext(self.conn, None))
+                result = await fn(StepContext(self.conn, None))
                 # A crash here aborts the transaction: the effect vanishes with its checkpoint.
-                crash_if(self.crash_at, Moment.AFTER_EFFECT, n)
-                await self._save(n, name, output)
+                self._crash_if(Moment.AFTER_EFFECT, n)
+                await self._save(n, name, result)
         else:
             keyed = self.design in (Design.DURABLE, Design.TRANSACTIONAL)
-            output = await fn(StepContext(self.conn, f"{self.run_id}:{n}" if keyed else None))
+            result = await fn(StepContext(self.conn, f"{self.run_id}:{n}" if keyed else None))
             # THE CRASH WINDOW: the effect is committed and its checkpoint is not. A resumed run
             # runs this step again; only the idempotency key keeps it from doing the effect twice.
-            crash_if(self.crash_at, Moment.AFTER_EFFECT, n)
-            await self._save(n, name, output)
-        crash_if(self.crash_at, Moment.AFTER_CHECKPOINT, n)
-        return output
+            self._crash_if(Moment.AFTER_EFFECT, n)
+            await self._save(n, name, result)
+        self._crash_if(Moment.AFTER_CHECKPOINT, n)
+        return result
+
+    def _crash_if(self, moment: Moment, n: int) -> None:
+        point = self.crash_at
+        if point is not None and point.moment is moment and point.position == n:
+            crash_now(point)
 
     async def _save(self, n: int, name: str, output: BaseModel) -> None:
         try:

@@ -10,9 +10,9 @@ import asyncio
 import uuid
 from pathlib import Path
 
-from activities.models import GroceryRequest
-from store.config import task_queue
-from store.temporal_client import connect_temporal
+from agent.data import GroceryRequest
+from infra.config import task_queue
+from infra.temporal_client import connect_temporal
 from workflows.grocery import GroceryAgentWorkflow
 
 HISTORY = Path(__file__).parent / "histories" / "grocery_completed.json"

@@ -9,14 +9,14 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from activities.models import (
+    from activities.grocery import GroceryActivities
+    from agent.data import (
         ConfirmationInput,
         GroceryRequest,
         GroceryResult,
         PantryReport,
         SummaryInput,
     )
-    from activities.temporal import GroceryActivities
     from workflows.grocery import STEP
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import child_env, run_python
+from tests.helpers import child_env, run_python
 
 
 def test_bench_quick_writes_valid_json(db_url: str, temporal_address: str, tmp_path: Path) -> None:

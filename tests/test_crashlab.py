@@ -9,8 +9,8 @@ import pytest
 
 from crashlab.cells import Cell, CellResult, all_cells, select_cells
 from crashlab.report import MatrixReport
-from store.errors import ConfigError
-from tests.conftest import child_env, run_python
+from infra.errors import ConfigError
+from tests.helpers import child_env, run_python
 
 
 def test_expected_outcomes_follow_the_designs() -> None:

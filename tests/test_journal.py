@@ -7,12 +7,13 @@ import signal
 import psycopg
 import pytest
 
-from activities.model import ModelOutputError, StubModel
-from activities.models import Plan
+from agent.data import Plan
+from agent.llm import ModelOutputError, StubModel
+from agent.steps import CHOOSE, PLAN, Step
+from infra.db import connect
 from journal.agent import run_to_completion
 from journal.engine import Design, DeterminismError, Journal
-from store.db import connect
-from tests.conftest import (
+from tests.helpers import (
     assert_one_line_error,
     child_env,
     new_run_id,
@@ -99,9 +100,10 @@ async def test_reordered_steps_fail_with_a_determinism_error(db_url: str) -> Non
 
         # The same run, replayed by code that asks for "choose" where "check_pantry" was saved.
         journal = await Journal.open(conn, run_id, Design.DURABLE, "household-1")
-        await journal.step(1, "plan", Plan, _never_called)
+        await journal.step(PLAN, _never_called)
+        choose_second = Step(2, CHOOSE.name, Plan, CHOOSE.effect)
         with pytest.raises(DeterminismError, match="step 2 is 'choose' in the code"):
-            await journal.step(2, "choose", Plan, _never_called)
+            await journal.step(choose_second, _never_called)
 
 
 async def _never_called(_: object) -> Plan:
@@ -131,7 +133,7 @@ async def test_malformed_model_output_is_a_clear_error(db_url: str, db: psycopg.
     ("args", "env", "message"),
     [
         (["--design", "bogus"], {}, "unknown design 'bogus'; valid: naive, checkpoint"),
-        ([], {"CRASH_AT": "after-lunch:2"}, "unknown crash point 'after-lunch:2'; valid points:"),
+        ([], {"CRASH_AT": "after-lunch:2"}, "unknown crash point 'after-lunch:2'; expected after-effect:N"),
         ([], {"CRASH_AT": "after-effect:7"}, "unknown crash point 'after-effect:7'"),
         ([], {"DATABASE_URL": "postgresql://nobody@127.0.0.1:1/x"}, "cannot connect to Postgres"),
         ([], {"STUB_MODEL_LATENCY_MS": "soon"}, "STUB_MODEL_LATENCY_MS='soon' is not a number"),

@@ -16,8 +16,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError
 
-from activities.models import GroceryRequest, GroceryResult
-from tests.conftest import (
+from agent.data import GroceryRequest, GroceryResult
+from tests.helpers import (
     WorkerProcess,
     assert_one_line_error,
     child_env,

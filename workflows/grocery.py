@@ -9,14 +9,14 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from activities.models import (
+    from activities.grocery import GroceryActivities
+    from agent.data import (
         ConfirmationInput,
         GroceryRequest,
         GroceryResult,
         PantryInput,
         SummaryInput,
     )
-    from activities.temporal import GroceryActivities
 
 # Chosen for a fast, safe recovery from a killed worker (see README, "Timeouts"):
 # - heartbeat_timeout 2 s: activities heartbeat every 0.5 s, so a dead worker is noticed in <= 2 s;

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import psycopg
 
-from tests.conftest import run_python
+from tests.helpers import run_python
 
-START = "from store.db import database_url; print(database_url())"
+START = "from infra.db import database_url; print(database_url())"
 
 
 def start_embedded(data: Path) -> str:

@@ -1,4 +1,4 @@
-"""Pydantic models for every step's input and output (JSON in, JSON out)."""
+"""The agent's data types: every step's input and output, as pydantic models."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ class Choice(BaseModel):
 
 
 class OrderPlaced(BaseModel):
-    """Step 4 (side effect): the order as the store holds it."""
+    """Step 4 (side effect): the order as it was placed."""
 
     order_id: int
     lines: list[OrderLine]

@@ -1,4 +1,4 @@
-"""Every process the lab starts, tracked by pid, so none outlives the lab."""
+"""Every process a crash test starts, tracked by pid, so none outlives the tool."""
 
 from __future__ import annotations
 
@@ -7,25 +7,28 @@ import contextlib
 import os
 import signal
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-
-from store.config import PROJECT_ROOT
 
 
 class Processes:
-    def __init__(self, log_dir: Path, base_env: dict[str, str]) -> None:
+    """Starts `python ARGS` children with output to `<log_dir>/<name>.log`, and kills them all
+    when asked (`kill_all`), whatever state they are in."""
+
+    def __init__(self, log_dir: Path, base_env: Mapping[str, str], cwd: Path | None = None) -> None:
         self.log_dir = log_dir
+        self.cwd = cwd  # None: the caller's working directory
         self.base_env = {k: v for k, v in base_env.items() if k != "CRASH_AT"}
         self.running: dict[int, asyncio.subprocess.Process] = {}
         log_dir.mkdir(parents=True, exist_ok=True)
 
     async def start(self, name: str, args: list[str], **env: str) -> asyncio.subprocess.Process:
-        """Start `python <args>` from the project root; stdout and stderr go to `name`.log."""
+        """Start `python <args>`; stdout and stderr go to `name`.log."""
         with (self.log_dir / f"{name}.log").open("ab") as log:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable,
                 *args,
-                cwd=PROJECT_ROOT,
+                cwd=self.cwd,
                 env={**self.base_env, **env},
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=log,
@@ -39,7 +42,7 @@ class Processes:
         return path.read_text(errors="replace") if path.exists() else ""
 
     def last_line(self, name: str) -> str:
-        """The last line a process wrote (starter.py --json writes its outcome there)."""
+        """The last line a process wrote."""
         lines = self.log(name).strip().splitlines()
         return lines[-1] if lines else "(no output)"
 
@@ -73,3 +76,18 @@ class Processes:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         self.running.clear()
+
+
+def die_with_parent(parent_pid: int | None) -> None:
+    """Ask Linux to SIGKILL this process when the process that started it dies, so that a crash
+    test killed without warning (SIGKILL, a closed terminal) leaves no worker behind. Called
+    first thing by the worker processes themselves; elsewhere than Linux, nothing happens."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if parent_pid is not None and os.getppid() != parent_pid:
+        os._exit(1)  # the parent died before the request was made: nobody will stop us

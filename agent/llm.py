@@ -1,4 +1,4 @@
-"""The language model behind a small protocol, the deterministic stub, and the recorded call.
+"""The language model (LLM) behind a small protocol, the deterministic stub, and the recorded call.
 
 Every call is recorded in `model_calls` before its answer is returned. A call made with an
 idempotency key first looks for a recorded answer under that key and reuses it: a retried step
@@ -16,7 +16,8 @@ import psycopg
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ValidationError
 
-from store.errors import AgentError
+from agent.effects import find_by_key, insert_once
+from infra.errors import AgentError
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -98,31 +99,17 @@ async def call_model(
     With a key, an answer already recorded under it is returned without calling the model.
     """
     if key is not None:
-        cur = await conn.execute(
-            "select response from model_calls where idempotency_key = %s", (key,)
-        )
-        row = await cur.fetchone()
-        if row is not None:
-            return _validate(output_type, row[0], step)
+        recorded = await find_by_key(conn, "model_calls", key, ["response"])
+        if recorded is not None:
+            return _validate(output_type, recorded[0], step)
 
     raw = await model.complete(prompt)
     try:
         response: object = json.loads(raw)
     except json.JSONDecodeError:
         response = {"unparsed": raw}
-    cur = await conn.execute(
-        "insert into model_calls (run_id, step, prompt, response, idempotency_key)"
-        " values (%s, %s, %s, %s, %s)"
-        " on conflict (idempotency_key) do nothing returning id",
-        (run_id, step, prompt, Jsonb(response), key),
-    )
-    if await cur.fetchone() is None:  # a concurrent attempt with the same key recorded first
-        cur = await conn.execute(
-            "select response from model_calls where idempotency_key = %s", (key,)
-        )
-        row = await cur.fetchone()
-        assert row is not None
-        response = row[0]
+    values = {"run_id": run_id, "step": step, "prompt": prompt, "response": Jsonb(response)}
+    (response,) = await insert_once(conn, "model_calls", values, key, ["response"])
     return _validate(output_type, response, step)
 
 

@@ -8,9 +8,9 @@ from importlib import resources
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from store.config import env_str
-from store.embedded_postgres import ensure_postgres
-from store.errors import DatabaseUnavailable
+from infra.config import env_str
+from infra.embedded_postgres import ensure_postgres
+from infra.errors import DatabaseUnavailable
 
 CONNECT_TIMEOUT_S = 5
 # Any constant will do: it serialises concurrent schema creation across processes.
@@ -69,7 +69,7 @@ async def open_pool(url: str, *, max_size: int = 10) -> AsyncConnectionPool:
 
 
 def schema_sql() -> str:
-    return resources.files("store").joinpath("schema.sql").read_text()
+    return resources.files("infra").joinpath("schema.sql").read_text()
 
 
 async def ensure_schema(conn: psycopg.AsyncConnection) -> None:

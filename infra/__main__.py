@@ -1,13 +1,13 @@
-"""`python -m store stop`: stop the local services this project started (`make stop`)."""
+"""`python -m infra stop`: stop the local services this project started (`make stop`)."""
 
 from __future__ import annotations
 
 import argparse
 
-from store.cli import run_main
-from store.config import data_dir
-from store.embedded_postgres import stop_postgres
-from store.temporal_server import is_listening, stop_dev_server
+from infra.cli import run_main
+from infra.config import data_dir
+from infra.embedded_postgres import stop_postgres
+from infra.temporal_server import is_listening, stop_dev_server
 
 
 async def main(args: argparse.Namespace) -> int:
@@ -26,6 +26,6 @@ async def main(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(prog="python -m store", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m infra", description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["stop"])
     run_main(main(parser.parse_args()))

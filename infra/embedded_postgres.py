@@ -12,8 +12,8 @@ import logging
 import subprocess
 import warnings
 
-from store.config import data_dir
-from store.errors import DatabaseUnavailable
+from infra.config import data_dir
+from infra.errors import DatabaseUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import atexit
 import logging
-import os
 import sys
 from collections.abc import Coroutine
 from typing import Any, NoReturn
 
-from store.errors import AgentError
+from crashtest.exits import exit_now
+from infra.errors import AgentError
 
 EXIT_EXPECTED_FAILURE = 2
 
@@ -30,18 +29,3 @@ def run_main(main: Coroutine[Any, Any, int]) -> NoReturn:
     except KeyboardInterrupt:
         code = 130
     exit_now(code)
-
-
-def exit_now(code: int) -> NoReturn:
-    """Exit without CPython's interpreter teardown.
-
-    The Temporal SDK's Rust threads can take the GIL while the interpreter finalizes, which
-    aborts the process ("Fatal Python error: PyGILState_Release ... finalizing", SIGABRT;
-    temporalio/sdk-python issue #300). Seen here on about one worker exit in five after SIGTERM.
-    So: run the exit handlers and flush everything, then leave with `os._exit`.
-    """
-    atexit._run_exitfuncs()
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)

@@ -1,4 +1,8 @@
-"""What a run left in the database, whichever engine ran it (run_id = the workflow id there)."""
+"""What a run left in the database, whichever engine ran it (run_id = the workflow id there).
+
+The whole final state is read from Postgres in one round trip, the summary included: it is the
+answer of the run's last `summarise` model call, which both engines record.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,9 @@ import re
 
 import psycopg
 from pydantic import BaseModel
+
+from agent.steps import SUMMARISE
+from infra.db import connect, database_url
 
 # One round trip: the counts and the content of a run's effects.
 _RUN_STATE = """
@@ -16,7 +23,8 @@ select
   (select coalesce(jsonb_agg(jsonb_build_object('id', id, 'recipient', recipient,
           'subject', subject, 'body', body) order by id), '[]')
      from emails where run_id = %(r)s),
-  (select result->>'text' from agent_runs where run_id = %(r)s)
+  (select response->>'text' from model_calls where run_id = %(r)s and step = %(summarise)s
+     order by id desc limit 1)
 """
 
 
@@ -41,7 +49,7 @@ class RunState(BaseModel):
     model_calls: int
     orders: list[OrderRow]
     emails: list[EmailRow]
-    summary: str | None  # the journal's saved result; Temporal's lives in the workflow result
+    summary: str | None
 
     @property
     def counts(self) -> tuple[int, int, int]:
@@ -75,14 +83,26 @@ class RunState(BaseModel):
         }
 
 
+def _params(run_id: str) -> dict[str, object]:
+    return {"r": run_id, "summarise": SUMMARISE.number}
+
+
 async def read_run_state(conn: psycopg.AsyncConnection, run_id: str) -> RunState:
-    cur = await conn.execute(_RUN_STATE, {"r": run_id})
+    cur = await conn.execute(_RUN_STATE, _params(run_id))
     row = await cur.fetchone()
     assert row is not None
     return RunState(run_id=run_id, model_calls=row[0], orders=row[1], emails=row[2], summary=row[3])
 
 
 def read_run_state_sync(conn: psycopg.Connection, run_id: str) -> RunState:
-    row = conn.execute(_RUN_STATE, {"r": run_id}).fetchone()
+    row = conn.execute(_RUN_STATE, _params(run_id)).fetchone()
     assert row is not None
     return RunState(run_id=run_id, model_calls=row[0], orders=row[1], emails=row[2], summary=row[3])
+
+
+async def final_state(workflow_id: str) -> dict[str, object]:
+    """A run's final state as JSON (crashtest's `--observe agent.outcome:final_state`): what the
+    household got (order items, the email naming its order, the summary) and what was paid for
+    (model calls), with this run's own order ids masked."""
+    async with await connect(database_url()) as conn:
+        return (await read_run_state(conn, workflow_id)).final_state()

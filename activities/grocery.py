@@ -16,10 +16,8 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 from temporalio import activity
 
-from activities import steps
-from activities.crash_points import CrashPoint, Moment, crash_if
-from activities.model import Model
-from activities.models import (
+from agent import steps
+from agent.data import (
     Choice,
     ConfirmationInput,
     EmailSent,
@@ -31,7 +29,8 @@ from activities.models import (
     Summary,
     SummaryInput,
 )
-from store.config import parse_choice
+from agent.llm import Model
+from infra.config import parse_choice
 
 T = TypeVar("T")
 
@@ -77,79 +76,61 @@ class GroceryActivities:
         pool: AsyncConnectionPool,
         model: Model,
         key_strategy: KeyStrategy = KeyStrategy.WORKFLOW,
-        crash_at: CrashPoint | None = None,
     ) -> None:
         self.pool = pool
         self.model = model
         self.key_strategy = key_strategy
-        self.crash_at = crash_at
 
     async def _step(
-        self, n: int, work: Callable[[psycopg.AsyncConnection, str, str | None], Awaitable[T]]
+        self, work: Callable[[psycopg.AsyncConnection, str, str | None], Awaitable[T]]
     ) -> T:
-        """Run step n: `work(conn, run_id, key)`; run_id is the workflow id."""
-        # The server recorded step n-1 (that is why step n was scheduled); nothing of n has run.
-        crash_if(self.crash_at, Moment.AFTER_CHECKPOINT, n - 1)
+        """Run `work(conn, run_id, key)`; run_id is the workflow id."""
         info = activity.info()
         if info.workflow_id is None:
             raise RuntimeError("the grocery activities run inside GroceryAgentWorkflow only")
         async with self.pool.connection() as conn:
-            result = await heartbeating(
+            return await heartbeating(
                 work(conn, info.workflow_id, idempotency_key(self.key_strategy, info))
             )
-        # The effect is committed; the server has not heard of it. Temporal will retry this
-        # activity, and only the idempotency key keeps the retry from doing it again.
-        crash_if(self.crash_at, Moment.AFTER_EFFECT, n)
-        return result
 
     def all(self) -> list[Callable[..., Awaitable[object]]]:
-        """The six activities, for a Worker's `activities=`."""
-        return [
-            self.plan,
-            self.check_pantry,
-            self.choose,
-            self.place_order,
-            self.send_confirmation,
-            self.summarise,
-        ]
+        """The six activities in the order of `agent.steps.STEPS`, for a Worker's `activities=`."""
+        return [getattr(self, step.name) for step in steps.STEPS]
 
     @activity.defn
     async def plan(self, request: GroceryRequest) -> Plan:
         return await self._step(
-            1,
-            lambda conn, run_id, key: steps.plan(conn, self.model, run_id, request.household, key),
+            lambda conn, run_id, key: steps.plan(conn, self.model, run_id, request.household, key)
         )
 
     @activity.defn
     async def check_pantry(self, data: PantryInput) -> PantryReport:
-        return await self._step(2, lambda *_: steps.check_pantry(data.household, data.plan))
+        return await self._step(lambda *_: steps.check_pantry(data.household, data.plan))
 
     @activity.defn
     async def choose(self, pantry: PantryReport) -> Choice:
         return await self._step(
-            3, lambda conn, run_id, key: steps.choose(conn, self.model, run_id, pantry, key)
+            lambda conn, run_id, key: steps.choose(conn, self.model, run_id, pantry, key)
         )
 
     @activity.defn
     async def place_order(self, choice: Choice) -> OrderPlaced:
         return await self._step(
-            4, lambda conn, run_id, key: steps.place_order(conn, run_id, choice.lines, key)
+            lambda conn, run_id, key: steps.place_order(conn, run_id, choice.lines, key)
         )
 
     @activity.defn
     async def send_confirmation(self, data: ConfirmationInput) -> EmailSent:
         return await self._step(
-            5,
             lambda conn, run_id, key: steps.send_confirmation(
                 conn, run_id, data.household, data.order, key
-            ),
+            )
         )
 
     @activity.defn
     async def summarise(self, data: SummaryInput) -> Summary:
         return await self._step(
-            6,
             lambda conn, run_id, key: steps.summarise(
                 conn, self.model, run_id, data.order, data.email, key
-            ),
+            )
         )

@@ -1,0 +1,157 @@
+"""The six steps of the grocery agent: declared once here, and written as plain async functions.
+
+`STEPS` is the one list of steps: their number, name (the Temporal activity's name and the
+journal's saved name), output type, and what effect each writes. Crash points, the crash lab's
+cells and the benchmarks derive from it.
+
+Side effects (`place_order`, `send_confirmation`) and model calls take an explicit idempotency
+key; `None` means "no key" (the weaker designs), and a retry then creates a second row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Generic, TypeVar
+
+import psycopg
+from psycopg.types.json import Jsonb
+from pydantic import BaseModel
+
+from agent.data import Choice, EmailSent, OrderLine, OrderPlaced, PantryReport, Plan, Summary
+from agent.effects import insert_once
+from agent.llm import Model, call_model, make_prompt
+
+
+class Effect(StrEnum):
+    """What a step writes that a repeat would write again."""
+
+    NONE = "none"  # reads only
+    MODEL_CALL = "model call"  # a paid call, recorded in model_calls
+    DATABASE = "database"  # a row in our own database (an order, an email in the outbox)
+
+
+Output = TypeVar("Output", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Step(Generic[Output]):
+    number: int
+    name: str
+    output: type[Output]
+    effect: Effect
+
+
+PLAN = Step(1, "plan", Plan, Effect.MODEL_CALL)
+CHECK_PANTRY = Step(2, "check_pantry", PantryReport, Effect.NONE)
+CHOOSE = Step(3, "choose", Choice, Effect.MODEL_CALL)
+PLACE_ORDER = Step(4, "place_order", OrderPlaced, Effect.DATABASE)
+SEND_CONFIRMATION = Step(5, "send_confirmation", EmailSent, Effect.DATABASE)
+SUMMARISE = Step(6, "summarise", Summary, Effect.MODEL_CALL)
+STEPS = (PLAN, CHECK_PANTRY, CHOOSE, PLACE_ORDER, SEND_CONFIRMATION, SUMMARISE)
+STEP_NAMES = tuple(step.name for step in STEPS)
+
+
+async def plan(
+    conn: psycopg.AsyncConnection, model: Model, run_id: str, household: str, key: str | None
+) -> Plan:
+    prompt = make_prompt(
+        PLAN.name,
+        "List the staples this household should have in stock this week. Answer as JSON "
+        '{"staples": [str], "note": str}.',
+        {"household": household},
+    )
+    return await call_model(
+        conn, model, run_id=run_id, step=PLAN.number, prompt=prompt, output_type=Plan, key=key
+    )
+
+
+async def check_pantry(household: str, plan: Plan) -> PantryReport:
+    """Read-only: a third of the staples (a stable choice per household) are already in stock."""
+
+    def stable(item: str) -> bytes:
+        return hashlib.sha256(f"pantry|{household}|{item}".encode()).digest()
+
+    ranked = sorted(plan.staples, key=stable)
+    in_stock = set(ranked[: len(ranked) // 3])
+    return PantryReport(
+        have=[s for s in plan.staples if s in in_stock],
+        missing=[s for s in plan.staples if s not in in_stock],
+    )
+
+
+async def choose(
+    conn: psycopg.AsyncConnection, model: Model, run_id: str, pantry: PantryReport, key: str | None
+) -> Choice:
+    prompt = make_prompt(
+        CHOOSE.name,
+        "Choose what to order for the missing items. Answer as JSON "
+        '{"lines": [{"item": str, "quantity": int}]}.',
+        {"missing": pantry.missing},
+    )
+    return await call_model(
+        conn, model, run_id=run_id, step=CHOOSE.number, prompt=prompt, output_type=Choice, key=key
+    )
+
+
+async def place_order(
+    conn: psycopg.AsyncConnection, run_id: str, lines: list[OrderLine], key: str | None
+) -> OrderPlaced:
+    """Place the order. With a key, a second call returns the first order instead of a new one."""
+    items = Jsonb([line.model_dump() for line in lines])
+    order_id, stored = await insert_once(
+        conn, "orders", {"run_id": run_id, "items": items}, key, ["id", "items"]
+    )
+    return OrderPlaced(order_id=order_id, lines=[OrderLine.model_validate(i) for i in stored])
+
+
+def recipient_for(household: str) -> str:
+    return f"{household}@example.com"
+
+
+async def send_confirmation(
+    conn: psycopg.AsyncConnection,
+    run_id: str,
+    household: str,
+    order: OrderPlaced,
+    key: str | None,
+) -> EmailSent:
+    """Send the confirmation email (into the outbox table). With a key, a repeat sends nothing."""
+    lines = "\n".join(f"- {line.quantity} x {line.item}" for line in order.lines)
+    email = {
+        "run_id": run_id,
+        "recipient": recipient_for(household),
+        "subject": f"Your grocery order #{order.order_id}",
+        "body": f"Order #{order.order_id} is on its way:\n{lines}\n",
+    }
+    row = await insert_once(conn, "emails", email, key, ["id", "recipient", "subject", "body"])
+    return EmailSent(email_id=row[0], recipient=row[1], subject=row[2], body=row[3])
+
+
+async def summarise(
+    conn: psycopg.AsyncConnection,
+    model: Model,
+    run_id: str,
+    order: OrderPlaced,
+    email: EmailSent,
+    key: str | None,
+) -> Summary:
+    prompt = make_prompt(
+        SUMMARISE.name,
+        'Summarise this run for the household in one sentence. Answer as JSON {"text": str}.',
+        {
+            "order_id": order.order_id,
+            "lines": [line.model_dump() for line in order.lines],
+            "recipient": email.recipient,
+        },
+    )
+    return await call_model(
+        conn,
+        model,
+        run_id=run_id,
+        step=SUMMARISE.number,
+        prompt=prompt,
+        output_type=Summary,
+        key=key,
+    )

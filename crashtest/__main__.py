@@ -1,0 +1,220 @@
+"""`python -m crashtest run`: crash-test a Temporal workflow at every activity boundary.
+
+    python -m crashtest run --worker MODULE:FACTORY --workflow MODULE:CLASS --input JSON \\
+        --observe MODULE:FUNC [--json PATH] [--markdown PATH] [--jobs N] [--points LIST] \\
+        [--data-converter MODULE:NAME] [--address HOST:PORT] [--deadline-s S] [--logs DIR]
+
+FACTORY(client, task_queue) -> Worker builds your worker on the client it is given (which
+carries the crash interceptor). OBSERVE(workflow_id) -> JSON returns your view of a run's final
+state (your rows, run-specific ids masked). Both may be sync or async. Worker processes inherit
+this command's working directory and environment.
+
+Exit 0: every crash point ends in the no-crash state; 1: some do not; 2: bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from crashtest.connect import ServerUnreachable, connect
+from crashtest.devserver import DevServerError, PrivateDevServer
+from crashtest.exits import EXIT_ALL_MATCH, EXIT_BAD_INPUT, EXIT_SOME_DIFFER, exit_now
+from crashtest.loading import (
+    LoadError,
+    load_callable,
+    load_data_converter,
+    workflow_type,
+)
+from crashtest.points import CrashPoint, CrashPointError
+from crashtest.processes import Processes
+from crashtest.report import Cell, Report
+from crashtest.runner import (
+    DEFAULT_DEADLINE_S,
+    CrashTestError,
+    Observe,
+    Runner,
+    Target,
+    run_cells,
+)
+
+
+def default_jobs() -> int:
+    """Cells mostly wait on timeouts, but each starts two Python workers: more than this and the
+    workers' start-up competes for the CPU and inflates the recovery times measured."""
+    return 2 * (os.cpu_count() or 1)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m crashtest",
+        description=__doc__.splitlines()[0] if __doc__ else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n", 2)[2] if __doc__ else None,
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="crash-test a workflow at every activity boundary")
+    run.add_argument(
+        "--worker", required=True, help="MODULE:FACTORY, (client, task_queue) -> Worker"
+    )
+    run.add_argument("--workflow", required=True, help="MODULE:CLASS (or the workflow type name)")
+    run.add_argument("--input", required=True, help="the workflow's argument, as JSON")
+    run.add_argument("--observe", required=True, help="MODULE:FUNC, (workflow_id) -> JSON")
+    run.add_argument("--json", type=Path, help="write the report as JSON here")
+    run.add_argument("--markdown", type=Path, help="write the table as Markdown here")
+    run.add_argument("--jobs", type=int, default=default_jobs(), help="cells run at once")
+    run.add_argument("--points", help="only these crash points, comma-separated")
+    run.add_argument("--data-converter", help="MODULE:NAME of a temporalio DataConverter")
+    run.add_argument(
+        "--address", help="Temporal's HOST:PORT (default: TEMPORAL_ADDRESS, else a private "
+        "dev server started for this run)"
+    )  # fmt: skip
+    run.add_argument("--namespace", default="default")
+    run.add_argument("--deadline-s", type=float, default=DEFAULT_DEADLINE_S, help="per cell")
+    run.add_argument("--logs", type=Path, help="keep the workers' logs here (default: a temporary "
+                     "folder, removed when every cell matches)")  # fmt: skip
+    args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
+    if args.deadline_s <= 0:
+        parser.error("--deadline-s must be positive")
+    return args
+
+
+@dataclass
+class Inputs:
+    """Every argument checked before anything starts."""
+
+    target: Target
+    observe: Observe
+    points: list[str] | None
+
+
+def check_inputs(args: argparse.Namespace) -> Inputs:
+    try:
+        workflow_input: Any = json.loads(args.input)
+    except json.JSONDecodeError as err:
+        raise LoadError(f"--input is not JSON: {err}") from None
+    load_callable(args.worker, "--worker")  # fail here, not in every worker process
+    load_data_converter(args.data_converter)
+    observe = load_callable(args.observe, "--observe")
+    points = [p.strip() for p in args.points.split(",") if p.strip()] if args.points else None
+    for point in points or ():
+        CrashPoint.parse(point)
+    target = Target(
+        worker=args.worker,
+        workflow=workflow_type(args.workflow),
+        input=workflow_input,
+        data_converter=args.data_converter,
+    )
+    return Inputs(target, observe, points)
+
+
+def say(text: str) -> None:
+    print(f"crashtest: {text}", file=sys.stderr, flush=True)
+
+
+def progress(done: int, total: int, cell: Cell) -> None:
+    mark = "✓" if cell.matches else "✗"
+    what = f"  {cell.diff}" if cell.diff else ""
+    print(
+        f"[{done:>3}/{total}] {cell.crash_at:<20} {cell.activity:<32} {mark} "
+        f"{cell.seconds:5.1f} s{what}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+async def crash_test(args: argparse.Namespace, inputs: Inputs, log_dir: Path) -> Report:
+    started = time.monotonic()
+    server = None
+    address = args.address or os.environ.get("TEMPORAL_ADDRESS")
+    if not address:
+        server = PrivateDevServer(log_dir / "temporal-dev-server.log")
+        address = server.start()
+        say(f"a private Temporal dev server on {address} (set TEMPORAL_ADDRESS to use yours)")
+    procs = Processes(log_dir, os.environ)
+    try:
+        client = await connect(
+            address,
+            namespace=args.namespace,
+            data_converter=load_data_converter(args.data_converter),
+        )
+        runner = Runner(
+            client, address, procs, inputs.observe,
+            namespace=args.namespace, deadline_s=args.deadline_s,
+        )  # fmt: skip
+        target = inputs.target
+        say(f"reference run of {target.workflow} (no crash)")
+        reference = await runner.reference(target)
+        boundaries = reference.select(inputs.points)
+        names = ", ".join(a.label for a in reference.activities)
+        say(
+            f"{len(reference.activities)} activities ({names}): {len(boundaries)} crash points, "
+            f"{min(args.jobs, len(boundaries))} at a time"
+        )
+        cells = await run_cells(runner, target, boundaries, reference, args.jobs, progress)
+    finally:
+        procs.kill_all()
+        if server is not None:
+            server.stop()
+    return Report(
+        workflow=target.workflow,
+        activities=[a.label for a in reference.activities],
+        reference=reference.observed,
+        cells=cells,
+        seconds=round(time.monotonic() - started, 1),
+    )
+
+
+async def main(args: argparse.Namespace) -> int:
+    inputs = check_inputs(args)
+    log_dir = args.logs or Path(tempfile.mkdtemp(prefix="crashtest-"))
+    log_dir.mkdir(parents=True, exist_ok=True)
+    task = asyncio.current_task()
+    assert task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    try:
+        report = await crash_test(args, inputs, log_dir)
+    except CrashTestError as err:
+        raise CrashTestError(f"{err}; the workers' logs are in {log_dir}") from None
+    except BaseException:
+        say(f"stopped; the workers' logs are in {log_dir}")
+        raise
+    print(report.table())
+    print(report.summary())
+    if args.json:
+        report.write_json(args.json)
+    if args.markdown:
+        args.markdown.write_text(report.table(markdown=True) + "\n")
+    if report.ok and args.logs is None:
+        shutil.rmtree(log_dir, ignore_errors=True)
+    else:
+        say(f"the workers' logs are in {log_dir}")
+    return EXIT_ALL_MATCH if report.ok else EXIT_SOME_DIFFER
+
+
+def cli() -> None:
+    args = parse_args()
+    try:
+        code = asyncio.run(main(args))
+    except (LoadError, CrashPointError, CrashTestError, ServerUnreachable, DevServerError) as err:
+        print(f"crashtest: error: {err}", file=sys.stderr)
+        code = EXIT_BAD_INPUT
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        code = 130
+    exit_now(code)
+
+
+if __name__ == "__main__":
+    cli()

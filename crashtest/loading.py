@@ -1,0 +1,90 @@
+"""`MODULE:NAME` references: what the user hands the crash test, loaded with clear errors.
+
+Worker factories and workflows are loaded again in the worker processes, so they must be
+importable by name from the working directory (or PYTHONPATH): a module-level function or class.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from temporalio.converter import DataConverter
+
+T = TypeVar("T")
+
+
+class LoadError(ValueError):
+    """A `MODULE:NAME` reference that cannot be loaded, or is not what it should be."""
+
+
+def load(reference: str, what: str) -> Any:
+    module_name, colon, attribute = reference.partition(":")
+    if not colon or not module_name or not attribute:
+        raise LoadError(f"{what} {reference!r}: expected MODULE:NAME, e.g. myapp.worker:build")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as err:  # the user's module may fail to import in any way
+        raise LoadError(
+            f"{what} {reference!r}: cannot import {module_name!r} "
+            f"({type(err).__name__}: {err}); is it importable from this directory?"
+        ) from None
+    value: Any = module
+    for part in attribute.split("."):
+        if not hasattr(value, part):
+            raise LoadError(f"{what} {reference!r}: {module_name!r} has no {attribute!r}")
+        value = getattr(value, part)
+    return value
+
+
+def load_callable(reference: str, what: str) -> Callable[..., Any]:
+    value = load(reference, what)
+    if not callable(value):
+        raise LoadError(f"{what} {reference!r} is not a function")
+    return value
+
+
+def load_data_converter(reference: str | None) -> DataConverter:
+    if reference is None:
+        return DataConverter.default
+    value = load(reference, "--data-converter")
+    if not isinstance(value, DataConverter):
+        raise LoadError(f"--data-converter {reference!r} is not a temporalio DataConverter")
+    return value
+
+
+def workflow_type(reference: str) -> str:
+    """The workflow type name of MODULE:CLASS (a @workflow.defn class), or a bare type name."""
+    if ":" not in reference:
+        return reference
+    from temporalio.workflow import _Definition  # no public API names a class's workflow type
+
+    cls = load(reference, "--workflow")
+    definition = _Definition.from_class(cls) if isinstance(cls, type) else None
+    if definition is None or definition.name is None:
+        raise LoadError(f"--workflow {reference!r} is not a @workflow.defn class")
+    return definition.name
+
+
+def reference_to(value: object, what: str) -> str:
+    """MODULE:NAME of a module-level function or class (a string is taken as it is)."""
+    if isinstance(value, str):
+        return value
+    module = getattr(value, "__module__", None)
+    qualname = getattr(value, "__qualname__", None)
+    if not module or not qualname or "<locals>" in qualname or module == "__main__":
+        raise LoadError(
+            f"{what} must be a module-level function or class, or a 'MODULE:NAME' string: "
+            "the crash test loads it again in processes of its own"
+        )
+    return f"{module}:{qualname}"
+
+
+async def call(fn: Callable[..., T | Awaitable[T]], *args: object) -> T:
+    """Call a function that may be sync or async."""
+    result = fn(*args)
+    if inspect.isawaitable(result):
+        return await result
+    return result

@@ -1,0 +1,130 @@
+"""crashtest's pytest plugin: one test crash-tests a workflow at every activity boundary.
+
+    def test_payments_survive_a_crash_anywhere(crash_test):
+        crash_test(worker=build_worker, workflow=PaymentsWorkflow,
+                   input={"customer": "acme", ...}, observe=charges_of)
+
+It fails with the boundaries whose final state differs from a run that never crashed, and how.
+`worker`, `workflow` and `observe` are module-level functions or classes (or "MODULE:NAME"
+strings): the crash test runs `python -m crashtest run` in a process of its own, which loads them
+by name, so the test process never holds a Temporal client. The marker sets options for a test:
+`@pytest.mark.crashtest(jobs=4, points="after-effect:2", deadline_s=60)`.
+
+Registered through the `pytest11` entry point, and inert unless a test uses `crash_test`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+import pytest
+
+from crashtest.exits import EXIT_ALL_MATCH, EXIT_SOME_DIFFER
+from crashtest.loading import reference_to
+from crashtest.report import Report
+
+MARKER = "crashtest"
+OPTIONS = ("points", "jobs", "deadline_s", "data_converter", "address", "env")
+
+
+class CrashTest(Protocol):
+    def __call__(
+        self,
+        *,
+        worker: Callable[..., Any] | str,
+        workflow: type | str,
+        input: Any,
+        observe: Callable[[str], Any] | str,
+        points: str | Iterable[str] | None = None,
+        jobs: int | None = None,
+        deadline_s: float | None = None,
+        data_converter: str | None = None,
+        address: str | None = None,
+        env: Mapping[str, str] | None = None,
+        expect_all_match: bool = True,
+    ) -> Report: ...
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(**options): options for the crash_test fixture in this test "
+        f"({', '.join(OPTIONS)})",
+    )
+
+
+def _command(
+    worker: str, workflow: str, input: Any, observe: str, out: Path, options: dict[str, Any]
+) -> list[str]:
+    cmd = [sys.executable, "-m", "crashtest", "run", "--worker", worker, "--workflow", workflow]
+    cmd += ["--input", json.dumps(input), "--observe", observe, "--json", str(out)]
+    points = options.get("points")
+    if points is not None:
+        cmd += ["--points", points if isinstance(points, str) else ",".join(points)]
+    for name in ("jobs", "deadline_s", "data_converter", "address"):
+        if options.get(name) is not None:
+            cmd += [f"--{name.replace('_', '-')}", str(options[name])]
+    return cmd
+
+
+def _environment(extra: Mapping[str, str] | None) -> dict[str, str]:
+    """This process's environment, with its import path, so the crash test finds the same
+    modules (pytest puts test folders on sys.path that PYTHONPATH does not name)."""
+    paths = [p for p in sys.path if p and os.path.isdir(p)]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), **(extra or {})}
+
+
+@pytest.fixture
+def crash_test(request: pytest.FixtureRequest) -> CrashTest:
+    """`crash_test(worker=..., workflow=..., input=..., observe=...)`: crash the workflow at every
+    activity boundary; fail the test, naming the boundaries, unless every one ends in the
+    no-crash state. Returns the report (`expect_all_match=False` returns it without failing)."""
+    marker = request.node.get_closest_marker(MARKER)
+    defaults = dict(marker.kwargs) if marker else {}
+    unknown = set(defaults) - set(OPTIONS)
+    if unknown:
+        raise pytest.UsageError(f"@pytest.mark.{MARKER}: unknown options {sorted(unknown)}")
+
+    def run(
+        *,
+        worker: Callable[..., Any] | str,
+        workflow: type | str,
+        input: Any,
+        observe: Callable[[str], Any] | str,
+        expect_all_match: bool = True,
+        **given: Any,
+    ) -> Report:
+        options = {**defaults, **{k: v for k, v in given.items() if v is not None}}
+        with tempfile.TemporaryDirectory(prefix="crashtest-") as folder:
+            out = Path(folder) / "report.json"
+            cmd = _command(
+                reference_to(worker, "worker"),
+                reference_to(workflow, "workflow"),
+                input,
+                reference_to(observe, "observe"),
+                out,
+                options,
+            )
+            done = subprocess.run(
+                cmd, env=_environment(options.get("env")), capture_output=True, text=True
+            )
+            sys.stderr.write(done.stderr)  # its progress, in the test's captured output
+            if done.returncode not in (EXIT_ALL_MATCH, EXIT_SOME_DIFFER) or not out.exists():
+                lines = done.stderr.strip().splitlines() or ["(nothing on stderr)"]
+                pytest.fail(
+                    f"the crash test could not run (exit {done.returncode}): {lines[-1]}",
+                    pytrace=False,
+                )
+            report = Report.from_json(json.loads(out.read_text()))
+        if expect_all_match and not report.ok:
+            pytest.fail(report.failure_text(), pytrace=False)
+        return report
+
+    return run

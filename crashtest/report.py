@@ -1,0 +1,135 @@
+"""A crash test's results: one cell per boundary, as a table (terminal or Markdown) and JSON."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+MAX_DIFFERENCES = 3
+
+
+@dataclass
+class Cell:
+    workflow_id: str  # the cell's run, to find it in the web UI
+    crash_at: str  # after-effect:N | after-checkpoint:N | none
+    activity: str  # the activity at the boundary (and the next one, for after-checkpoint)
+    matches: bool  # the observed final state equals the reference's
+    observed: Any
+    diff: str | None  # what differs from the reference, in a line
+    recovery_s: float | None  # from the SIGKILL to the run's end
+    seconds: float  # the whole cell
+    waited_on: list[str] = field(default_factory=list)  # the timeouts the recovery waited on
+    error: str | None = None  # the cell could not be run as designed
+
+    def recovery_text(self) -> str:
+        if self.recovery_s is None:
+            return ""
+        waits = f": {', '.join(self.waited_on)}" if self.waited_on else ""
+        return f"{self.recovery_s:.1f} s{waits}"
+
+
+def _short(value: object) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _walk(reference: object, observed: object, path: str, out: list[str]) -> None:
+    where = path or "the observed value"
+    if isinstance(reference, dict) and isinstance(observed, dict):
+        for key in sorted(set(reference) | set(observed), key=str):
+            inner = f"{path}.{key}" if path else str(key)
+            if key not in observed:
+                out.append(f"{inner}: missing")
+            elif key not in reference:
+                out.append(f"{inner}: not in the reference")
+            else:
+                _walk(reference[key], observed[key], inner, out)
+    elif isinstance(reference, list) and isinstance(observed, list):
+        if len(reference) != len(observed):
+            out.append(f"{where}: {len(reference)} → {len(observed)} entries")
+        else:
+            for i, (a, b) in enumerate(zip(reference, observed, strict=True)):
+                _walk(a, b, f"{path}[{i}]", out)
+    elif reference != observed:
+        out.append(f"{where}: {_short(reference)} → {_short(observed)}")
+
+
+def differences(reference: object, observed: object) -> str | None:
+    """What differs between two JSON values, in one line (None: nothing)."""
+    out: list[str] = []
+    _walk(reference, observed, "", out)
+    if not out:
+        return None
+    more = f" (+{len(out) - MAX_DIFFERENCES} more)" if len(out) > MAX_DIFFERENCES else ""
+    return "; ".join(out[:MAX_DIFFERENCES]) + more
+
+
+@dataclass
+class Report:
+    workflow: str
+    activities: list[str]
+    reference: Any
+    cells: list[Cell]
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return all(c.matches for c in self.cells)
+
+    @property
+    def failed(self) -> list[Cell]:
+        return [c for c in self.cells if not c.matches]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Report:
+        cells = [Cell(**c) for c in data["cells"]]
+        return cls(**{**data, "cells": cells})
+
+    def write_json(self, path: Path) -> None:
+        path.write_text(json.dumps(self.to_json(), indent=1, ensure_ascii=False) + "\n")
+
+    def table(self, *, markdown: bool = False) -> str:
+        head = ["crash point", "activity", "result", "what differs", "recovery: timeouts waited on"]
+        rows = [
+            [
+                c.crash_at,
+                c.activity,
+                "✓" if c.matches else "✗",
+                c.diff or "",
+                c.recovery_text(),
+            ]
+            for c in self.cells
+        ]
+        if markdown:
+            lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+            lines += ["| " + " | ".join(r) + " |" for r in rows]
+            return "\n".join(lines)
+        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head) - 1)]
+        return "\n".join(
+            "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1]
+            for r in [head, *rows]
+        ).rstrip()
+
+    def summary(self) -> str:
+        if self.ok:
+            return (
+                f"{self.workflow}: all {len(self.cells)} crash points end in the no-crash state "
+                f"({self.seconds:.1f} s)"
+            )
+        names = ", ".join(f"{c.crash_at} ({c.activity})" for c in self.failed)
+        return (
+            f"{self.workflow}: {len(self.failed)} of {len(self.cells)} crash points do not end "
+            f"in the no-crash state: {names} ({self.seconds:.1f} s)"
+        )
+
+    def failure_text(self) -> str:
+        """What a test failure says: which boundaries differ and how, then the whole table."""
+        lines = [self.summary(), ""]
+        for c in self.failed:
+            lines.append(f"  {c.crash_at} ({c.activity}): {c.diff}")
+        return "\n".join([*lines, "", self.table()])

@@ -1,1 +1,0 @@
-"""Postgres access, configuration, and the embedded local services (Postgres, Temporal)."""
