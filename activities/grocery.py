@@ -42,7 +42,7 @@ HEARTBEAT_EVERY_S = 0.5
 class KeyStrategy(StrEnum):
     WORKFLOW = "workflow"  # workflow id + activity id: survives resets and retries (default)
     RUN = "run"  # run id + activity id, as Temporal's docs suggest: a reset orders again
-    NONE = "none"  # no key: a retried effect is done twice (for the crash lab)
+    NONE = "none"  # no key: a retried effect is done twice (the weak design, for comparison)
 
     @classmethod
     def parse(cls, text: str) -> KeyStrategy:

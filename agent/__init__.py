@@ -2,5 +2,5 @@
 
 The Temporal activities (`activities/`) and the hand-rolled journal (`journal/`) both call the
 step functions in `agent.steps`, so the side effects are written once and every comparison
-between the two engines is like for like. Nothing here knows about crashes.
+between the two engines is like for like. Nothing here knows which engine runs it.
 """

@@ -1,8 +1,8 @@
 """The six steps of the grocery agent: declared once here, and written as plain async functions.
 
 `STEPS` is the one list of steps: their number, name (the Temporal activity's name and the
-journal's saved name), output type, and what effect each writes. Crash points, the crash lab's
-cells and the benchmarks derive from it.
+journal's saved name), output type, and what effect each writes. Whatever names or counts the
+steps elsewhere derives from it.
 
 Side effects (`place_order`, `send_confirmation`) and model calls take an explicit idempotency
 key; `None` means "no key" (the weaker designs), and a retry then creates a second row.

@@ -165,7 +165,7 @@ async def crash_test(args: argparse.Namespace, inputs: Inputs, log_dir: Path) ->
         )
         cells = await run_cells(runner, target, boundaries, reference, args.jobs, progress)
     finally:
-        procs.kill_all()
+        await procs.kill_all_and_reap()
         if server is not None:
             server.stop()
     return Report(
@@ -183,11 +183,15 @@ async def main(args: argparse.Namespace) -> int:
     log_dir.mkdir(parents=True, exist_ok=True)
     task = asyncio.current_task()
     assert task is not None
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel, "SIGTERM")
     try:
         report = await crash_test(args, inputs, log_dir)
     except CrashTestError as err:
         raise CrashTestError(f"{err}; the workers' logs are in {log_dir}") from None
+    except CrashPointError:  # a --points entry that names no boundary: bad input, nothing to keep
+        if args.logs is None:
+            shutil.rmtree(log_dir, ignore_errors=True)
+        raise
     except BaseException:
         say(f"stopped; the workers' logs are in {log_dir}")
         raise
@@ -211,8 +215,10 @@ def cli() -> None:
     except (LoadError, CrashPointError, CrashTestError, ServerUnreachable, DevServerError) as err:
         print(f"crashtest: error: {err}", file=sys.stderr)
         code = EXIT_BAD_INPUT
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        code = 130
+    except KeyboardInterrupt:
+        code = 128 + signal.SIGINT
+    except asyncio.CancelledError:  # SIGTERM
+        code = 128 + signal.SIGTERM
     exit_now(code)
 
 

@@ -17,22 +17,23 @@ class ScheduledActivity:
     activity: str  # the activity type
     occurrence: int  # which run of that type (1 for the first)
     label: str  # the type, with "#k" where the type runs more than once
+    event_id: int  # its ActivityTaskScheduled event
 
 
 def scheduled_activities(history: WorkflowHistory) -> list[ScheduledActivity]:
     """Every activity the run scheduled, in order (local activities are not scheduled tasks)."""
-    types = [
-        e.activity_task_scheduled_event_attributes.activity_type.name
+    scheduled = [
+        (e.event_id, e.activity_task_scheduled_event_attributes.activity_type.name)
         for e in history.events
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     ]
-    total = Counter(types)
+    total = Counter(name for _, name in scheduled)
     seen: Counter[str] = Counter()
     activities = []
-    for position, name in enumerate(types, 1):
+    for position, (event_id, name) in enumerate(scheduled, 1):
         seen[name] += 1
         label = f"{name}#{seen[name]}" if total[name] > 1 else name
-        activities.append(ScheduledActivity(position, name, seen[name], label))
+        activities.append(ScheduledActivity(position, name, seen[name], label, event_id))
     return activities
 
 
@@ -48,6 +49,7 @@ def recovery_waits(history: WorkflowHistory) -> list[str]:
     """The timeouts the run waited on, in order: an activity attempt that timed out (the worker
     running it died) and workflow tasks that timed out (e.g. on a dead worker's sticky queue)."""
     by_id: dict[int, HistoryEvent] = {e.event_id: e for e in history.events}
+    labels = {a.event_id: a.label for a in scheduled_activities(history)}
     waits = []
     for e in history.events:
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
@@ -63,7 +65,7 @@ def recovery_waits(history: WorkflowHistory) -> list[str]:
                 "schedule-to-start": scheduled.schedule_to_start_timeout,
             }.get(kind)
             size = f" {_seconds(limit.ToTimedelta().total_seconds())}" if limit else ""
-            waits.append(f"{scheduled.activity_type.name} {kind} timeout{size}")
+            waits.append(f"{labels[started.scheduled_event_id]} {kind} timeout{size}")
         elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
             timed_out = e.workflow_task_timed_out_event_attributes
             scheduled_at = by_id[timed_out.scheduled_event_id].event_time.ToDatetime()

@@ -79,9 +79,10 @@ class CrashPoint:
             runs = [i for i, name in enumerate(activities, 1) if name == self.activity]
             if len(runs) < self.occurrence:
                 known = ", ".join(dict.fromkeys(activities))
+                how_often = f"runs {len(runs)} time(s)" if runs else "is not an activity"
                 raise CrashPointError(
-                    f"unknown crash point {str(self)!r}: {self.activity!r} runs {len(runs)} "
-                    f"time(s) in this workflow; its activities: {known}"
+                    f"unknown crash point {str(self)!r}: {self.activity!r} {how_often} in this "
+                    f"workflow; its activities: {known}"
                 )
             position = runs[self.occurrence - 1]
         if self.moment is Moment.AFTER_EFFECT and not 1 <= position <= len(activities):

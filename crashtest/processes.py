@@ -77,6 +77,12 @@ class Processes:
                 os.kill(pid, signal.SIGKILL)
         self.running.clear()
 
+    async def kill_all_and_reap(self) -> None:
+        """`kill_all`, then wait for every child, so none is left for a closed event loop."""
+        children = list(self.running.values())
+        self.kill_all()
+        await asyncio.gather(*(child.wait() for child in children))
+
 
 def die_with_parent(parent_pid: int | None) -> None:
     """Ask Linux to SIGKILL this process when the process that started it dies, so that a crash

@@ -22,13 +22,14 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
 from crashtest.exits import EXIT_ALL_MATCH, EXIT_SOME_DIFFER
-from crashtest.loading import reference_to
-from crashtest.report import Report
+
+if TYPE_CHECKING:
+    from crashtest.report import Report
 
 MARKER = "crashtest"
 OPTIONS = ("points", "jobs", "deadline_s", "data_converter", "address", "env")
@@ -86,6 +87,9 @@ def crash_test(request: pytest.FixtureRequest) -> CrashTest:
     """`crash_test(worker=..., workflow=..., input=..., observe=...)`: crash the workflow at every
     activity boundary; fail the test, naming the boundaries, unless every one ends in the
     no-crash state. Returns the report (`expect_all_match=False` returns it without failing)."""
+    from crashtest.loading import reference_to  # imported only by a test that uses crash_test
+    from crashtest.report import Report
+
     marker = request.node.get_closest_marker(MARKER)
     defaults = dict(marker.kwargs) if marker else {}
     unknown = set(defaults) - set(OPTIONS)

@@ -9,6 +9,7 @@ worker process that finishes the run, and the observed state compared with the r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import itertools
 import json
@@ -224,75 +225,77 @@ class Runner:
     async def _run(self, target: Target, boundary: Boundary | None, run: _Run) -> None:
         deadline = time.monotonic() + self.deadline_s
         queue = run.workflow_id
-        first = await self.start_worker(
-            target,
-            f"{queue}-a",
-            queue,
-            boundary.point if boundary else None,
-            run.workflow_id if boundary else None,
+        crash_at = boundary.point if boundary else None
+        worker = await self.start_worker(
+            target, f"{queue}-a", queue, crash_at, run.workflow_id if crash_at else None
         )
-        workers = [first]
+        workers = [worker]
         result: asyncio.Future[Any] | None = None
-        finished = False
         try:
             run.handle = await self.client.start_workflow(
                 target.workflow, target.input, id=run.workflow_id, task_queue=queue
             )
             result = asyncio.ensure_future(run.handle.result())
             result.add_done_callback(lambda f: f.cancelled() or f.exception())  # seen, not lost
-            if boundary is not None:
-                await self._wait_for_the_crash(first, result, deadline, f"{queue}-a", boundary)
+            if crash_at is not None:
+                await self._until_one_ends(run.handle, result, worker, deadline)
+                if result.done():
+                    raise _CellFailed(
+                        f"the crash point {crash_at} was never reached: the run ended while "
+                        "the worker was still alive"
+                    )
+                if worker.returncode != -signal.SIGKILL:
+                    raise _CellFailed(
+                        f"the crashing worker exited with code {worker.returncode} before "
+                        f"{crash_at}: {self.procs.last_line(f'{queue}-a')}"
+                    )
                 killed_at = time.monotonic()
-                workers.append(await self.start_worker(target, f"{queue}-b", queue))
-            try:
-                await asyncio.wait_for(asyncio.shield(result), deadline - time.monotonic())
-            except TimeoutError:
-                waits = await what_it_waits_on(run.handle)
-                raise _CellFailed(f"no result within {self.deadline_s:g} s; {waits}") from None
-            except WorkflowFailureError as err:
-                cause = err.cause
-                run.failure = f"the run failed: {getattr(cause, 'message', None) or cause or err}"
-            finished = True
-            if boundary is not None:
+                worker = await self.start_worker(target, f"{queue}-b", queue)
+                workers.append(worker)
+            await self._until_one_ends(run.handle, result, worker, deadline)
+            if not result.done():
+                name = f"{queue}-{'b' if crash_at else 'a'}"
+                raise _CellFailed(
+                    f"the worker exited with code {worker.returncode} before the run ended: "
+                    f"{self.procs.last_line(name)}"
+                )
+            if isinstance(result.exception(), WorkflowFailureError):
+                cause = result.exception().cause  # type: ignore[union-attr]
+                run.failure = f"the run failed: {getattr(cause, 'message', None) or cause}"
+            else:
+                result.result()
+            if crash_at is not None:
                 run.recovery_s = time.monotonic() - killed_at
                 run.waited_on = recovery_waits(await run.handle.fetch_history())
         finally:
             if result is not None and not result.done():
                 result.cancel()
+                if run.handle is not None:
+                    with contextlib.suppress(Exception):  # closed already, or the server is gone
+                        await run.handle.terminate(reason="crashtest: the cell gave up")
             await asyncio.gather(*(self.procs.stop(w) for w in workers))
-            if run.handle is not None and not finished:
-                try:
-                    await run.handle.terminate(reason="crashtest: the cell gave up")
-                except Exception:  # already closed, or the server is gone: nothing to clean up
-                    pass
 
-    async def _wait_for_the_crash(
+    async def _until_one_ends(
         self,
-        worker: asyncio.subprocess.Process,
+        handle: WorkflowHandle[Any, Any],
         result: asyncio.Future[Any],
+        worker: asyncio.subprocess.Process,
         deadline: float,
-        log_name: str,
-        boundary: Boundary,
     ) -> None:
-        died = asyncio.ensure_future(worker.wait())
-        done, _ = await asyncio.wait(
-            {died, result},
-            timeout=max(0.0, deadline - time.monotonic()),
-            return_when=asyncio.FIRST_COMPLETED,
-        )
-        if died not in done:
-            died.cancel()
-            if done:
-                raise _CellFailed(
-                    f"the crash point {boundary.point} was never reached: the run ended "
-                    "while the worker was still alive"
-                )
-            raise _CellFailed(f"the worker did not reach {boundary.point} in {self.deadline_s:g} s")
-        if worker.returncode != -signal.SIGKILL:
-            raise _CellFailed(
-                f"the crashing worker exited with code {worker.returncode} before "
-                f"{boundary.point}: {self.procs.last_line(log_name)}"
+        """Wait until the run ends or the worker exits; past the deadline, say what the run is
+        waiting on."""
+        exited = asyncio.ensure_future(worker.wait())
+        try:
+            await asyncio.wait(
+                {result, exited},
+                timeout=max(0.0, deadline - time.monotonic()),
+                return_when=asyncio.FIRST_COMPLETED,
             )
+        finally:
+            exited.cancel()
+        if not result.done() and worker.returncode is None:
+            waits = await what_it_waits_on(handle)
+            raise _CellFailed(f"no result within {self.deadline_s:g} s; {waits}")
 
 
 ProgressFn = Callable[[int, int, Cell], None]

@@ -40,10 +40,19 @@ def assert_one_line_error(
     done: subprocess.CompletedProcess[str], message: str, prefix: str = "error: "
 ) -> None:
     """An expected failure: exit 2 and one readable line on stderr, no stack trace."""
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert_ends_in_error(done, message, prefix)
+
+
+def assert_ends_in_error(
+    done: subprocess.CompletedProcess[str], message: str, prefix: str = "error: "
+) -> None:
+    """An expected failure found after some progress was shown: exit 2, the error on the last
+    line, no stack trace."""
     assert done.returncode == 2, done.stderr
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(prefix), done.stderr
-    assert message in lines[0], lines[0]
+    assert "Traceback" not in done.stderr, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(prefix) and message in last, done.stderr
 
 
 def run_journal(

@@ -133,7 +133,7 @@ async def test_malformed_model_output_is_a_clear_error(db_url: str, db: psycopg.
     ("args", "env", "message"),
     [
         (["--design", "bogus"], {}, "unknown design 'bogus'; valid: naive, checkpoint"),
-        ([], {"CRASH_AT": "after-lunch:2"}, "unknown crash point 'after-lunch:2'; expected after-effect:N"),
+        ([], {"CRASH_AT": "after-lunch:2"}, "unknown crash point 'after-lunch:2'; expected"),
         ([], {"CRASH_AT": "after-effect:7"}, "unknown crash point 'after-effect:7'"),
         ([], {"DATABASE_URL": "postgresql://nobody@127.0.0.1:1/x"}, "cannot connect to Postgres"),
         ([], {"STUB_MODEL_LATENCY_MS": "soon"}, "STUB_MODEL_LATENCY_MS='soon' is not a number"),
