@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint bench matrix stop clean
+.PHONY: setup demo test lint bench matrix crashtest stop clean
 
 setup: $(STAMP)
 
@@ -33,8 +33,17 @@ bench: $(STAMP)
 matrix: $(STAMP)
 	$(BIN)/python -m crashlab matrix --engine all
 
+# crashtest on the grocery agent: every activity boundary, killed from outside (KEY_STRATEGY=none
+# shows what it catches).
+crashtest: $(STAMP)
+	$(BIN)/python -m crashtest run --worker worker:build_worker \
+		--workflow workflows.grocery:GroceryAgentWorkflow \
+		--input '{"household": "smith", "week": "2026-W49"}' \
+		--observe agent.outcome:final_state \
+		--data-converter temporalio.contrib.pydantic:pydantic_data_converter
+
 stop:
-	if [ -x $(BIN)/python ]; then $(BIN)/python -m store stop; fi
+	if [ -x $(BIN)/python ]; then $(BIN)/python -m infra stop; fi
 
 clean: stop
 	rm -rf $(VENV) .data

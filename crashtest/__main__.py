@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from crashtest.connect import ServerUnreachable, connect
-from crashtest.devserver import DevServerError, PrivateDevServer
+from crashtest.devserver import LOCAL_SERVER, DevServerError, PrivateDevServer, listening
 from crashtest.exits import EXIT_ALL_MATCH, EXIT_BAD_INPUT, EXIT_SOME_DIFFER, exit_now
 from crashtest.loading import (
     LoadError,
@@ -76,8 +76,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     run.add_argument("--points", help="only these crash points, comma-separated")
     run.add_argument("--data-converter", help="MODULE:NAME of a temporalio DataConverter")
     run.add_argument(
-        "--address", help="Temporal's HOST:PORT (default: TEMPORAL_ADDRESS, else a private "
-        "dev server started for this run)"
+        "--address", help="Temporal's HOST:PORT (default: TEMPORAL_ADDRESS, else a server on "
+        "127.0.0.1:7233, else a private dev server started for this run)"
     )  # fmt: skip
     run.add_argument("--namespace", default="default")
     run.add_argument("--deadline-s", type=float, default=DEFAULT_DEADLINE_S, help="per cell")
@@ -139,10 +139,13 @@ async def crash_test(args: argparse.Namespace, inputs: Inputs, log_dir: Path) ->
     started = time.monotonic()
     server = None
     address = args.address or os.environ.get("TEMPORAL_ADDRESS")
+    if not address and listening(*LOCAL_SERVER):
+        address = ":".join(map(str, LOCAL_SERVER))
+        say(f"Temporal at {address} (every cell's run is in its web UI)")
     if not address:
         server = PrivateDevServer(log_dir / "temporal-dev-server.log")
         address = server.start()
-        say(f"a private Temporal dev server on {address} (set TEMPORAL_ADDRESS to use yours)")
+        say(f"no Temporal at {':'.join(map(str, LOCAL_SERVER))}: a private dev server on {address}")
     procs = Processes(log_dir, os.environ)
     try:
         client = await connect(
@@ -188,11 +191,11 @@ async def main(args: argparse.Namespace) -> int:
         report = await crash_test(args, inputs, log_dir)
     except CrashTestError as err:
         raise CrashTestError(f"{err}; the workers' logs are in {log_dir}") from None
-    except CrashPointError:  # a --points entry that names no boundary: bad input, nothing to keep
+    except (CrashPointError, ServerUnreachable):  # bad input: there is nothing worth keeping
         if args.logs is None:
             shutil.rmtree(log_dir, ignore_errors=True)
         raise
-    except BaseException:
+    except (KeyboardInterrupt, asyncio.CancelledError):
         say(f"stopped; the workers' logs are in {log_dir}")
         raise
     print(report.table())

@@ -15,6 +15,13 @@ from temporalio.service import RPCError
 READY_TIMEOUT_S = 10
 
 
+def _reason(err: Exception) -> str:
+    text = str(err).strip()
+    if "Connection refused" in text:
+        return "connection refused (is the server running? set TEMPORAL_ADDRESS)"
+    return text.splitlines()[0] if text else type(err).__name__
+
+
 class ServerUnreachable(ConnectionError):
     """No Temporal server answered at the address, or it has no such namespace."""
 
@@ -45,6 +52,7 @@ async def connect(
             return client
         except (RuntimeError, RPCError) as err:
             if time.monotonic() > deadline:
-                reason = str(err).strip().splitlines()[0] if str(err).strip() else repr(err)
-                raise ServerUnreachable(f"cannot reach Temporal at {address}: {reason}") from None
+                raise ServerUnreachable(
+                    f"cannot reach Temporal at {address}: {_reason(err)}"
+                ) from None
             await asyncio.sleep(0.2)

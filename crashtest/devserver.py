@@ -26,6 +26,7 @@ DYNAMIC_CONFIG = {
 }
 SQLITE_PRAGMAS = {"journal_mode": "wal"}
 START_TIMEOUT_S = 60
+LOCAL_SERVER = ("127.0.0.1", 7233)  # where `temporal server start-dev` listens by default
 
 
 class DevServerError(RuntimeError):

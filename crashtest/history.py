@@ -5,10 +5,24 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
 
-from temporalio.api.enums.v1 import EventType, PendingActivityState, TimeoutType
+from temporalio.api.enums.v1 import (
+    EventType,
+    PendingActivityState,
+    PendingWorkflowTaskState,
+    TaskQueueType,
+    TimeoutType,
+)
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.client import WorkflowHandle, WorkflowHistory
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import Client, WorkflowHandle, WorkflowHistory
+
+# A worker takes a second or two to start; a workflow task unclaimed for longer than this, on a
+# task queue that no worker polls for workflows, will never be taken.
+NO_POLLER_GRACE_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -77,7 +91,43 @@ def recovery_waits(history: WorkflowHistory) -> list[str]:
     return waits
 
 
-async def what_it_waits_on(handle: WorkflowHandle) -> str:
+async def stuck_workflow_task(client: Client, handle: WorkflowHandle[Any, Any]) -> str | None:
+    """Why the run cannot go on, if its workflow task is stuck: it keeps failing (Temporal
+    retries it forever: a worker without the workflow, code that replays differently), or no
+    worker has taken it for a while and none polls its task queue for workflows."""
+    description = await handle.describe()
+    pending = description.raw_description.pending_workflow_task
+    if pending.attempt >= 2:
+        history = await handle.fetch_history()
+        failures = [
+            e.workflow_task_failed_event_attributes.failure.message
+            for e in history.events
+            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+        ]
+        if failures:
+            return f"the workflow task fails on the worker: {failures[-1].strip().splitlines()[0]}"
+    waiting = datetime.now(UTC) - pending.scheduled_time.ToDatetime(tzinfo=UTC)
+    if (
+        pending.state == PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED
+        and waiting.total_seconds() > NO_POLLER_GRACE_S
+    ):
+        queue = description.task_queue
+        pollers = await client.workflow_service.describe_task_queue(
+            DescribeTaskQueueRequest(
+                namespace=client.namespace,
+                task_queue=TaskQueue(name=queue),
+                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+            )
+        )
+        if not pollers.pollers:
+            return (
+                f"no worker takes workflow tasks from task queue {queue}: does the factory's "
+                f"Worker register the workflow {description.workflow_type}?"
+            )
+    return None
+
+
+async def what_it_waits_on(handle: WorkflowHandle[Any, Any]) -> str:
     """For a run that is taking too long: its pending activities, and which timeout will notice
     a dead worker in each."""
     description = await handle.describe()

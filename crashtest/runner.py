@@ -27,6 +27,7 @@ from crashtest.history import (
     ScheduledActivity,
     recovery_waits,
     scheduled_activities,
+    stuck_workflow_task,
     what_it_waits_on,
 )
 from crashtest.points import CrashPoint, CrashPointError, Moment
@@ -36,6 +37,7 @@ from crashtest.worker import PARENT_PID_ENV
 
 Observe = Callable[[str], Any]
 DEFAULT_DEADLINE_S = 120.0
+WORKFLOW_TASK_CHECK_S = 2.0  # how often a waiting cell asks whether its workflow task fails
 
 
 class CrashTestError(Exception):
@@ -259,11 +261,12 @@ class Runner:
                     f"the worker exited with code {worker.returncode} before the run ended: "
                     f"{self.procs.last_line(name)}"
                 )
-            if isinstance(result.exception(), WorkflowFailureError):
-                cause = result.exception().cause  # type: ignore[union-attr]
+            error = result.exception()
+            if isinstance(error, WorkflowFailureError):
+                cause = error.cause
                 run.failure = f"the run failed: {getattr(cause, 'message', None) or cause}"
-            else:
-                result.result()
+            elif error is not None:
+                raise _CellFailed(f"waiting for the result: {type(error).__name__}: {error}")
             if crash_at is not None:
                 run.recovery_s = time.monotonic() - killed_at
                 run.waited_on = recovery_waits(await run.handle.fetch_history())
@@ -282,20 +285,27 @@ class Runner:
         worker: asyncio.subprocess.Process,
         deadline: float,
     ) -> None:
-        """Wait until the run ends or the worker exits; past the deadline, say what the run is
-        waiting on."""
+        """Wait until the run ends or the worker exits. A workflow task that keeps failing (a
+        worker without the workflow, a nondeterministic replay) ends the wait at once; past the
+        deadline, say what the run is waiting on."""
         exited = asyncio.ensure_future(worker.wait())
         try:
-            await asyncio.wait(
-                {result, exited},
-                timeout=max(0.0, deadline - time.monotonic()),
-                return_when=asyncio.FIRST_COMPLETED,
-            )
+            while not (result.done() or exited.done()):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    waits = await what_it_waits_on(handle)
+                    raise _CellFailed(f"no result within {self.deadline_s:g} s; {waits}")
+                await asyncio.wait(
+                    {result, exited},
+                    timeout=min(WORKFLOW_TASK_CHECK_S, left),
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                if not (result.done() or exited.done()):
+                    stuck = await stuck_workflow_task(self.client, handle)
+                    if stuck is not None:
+                        raise _CellFailed(stuck)
         finally:
             exited.cancel()
-        if not result.done() and worker.returncode is None:
-            waits = await what_it_waits_on(handle)
-            raise _CellFailed(f"no result within {self.deadline_s:g} s; {waits}")
 
 
 ProgressFn = Callable[[int, int, Cell], None]

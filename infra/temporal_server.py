@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from crashtest.devserver import (
+    LOCAL_SERVER,
     DevServerError,
     dev_server_command,
     listening,
@@ -26,8 +27,7 @@ from crashtest.devserver import (
 from infra.config import data_dir, env_str
 from infra.errors import ConfigError
 
-HOST = "127.0.0.1"
-PORT = 7233
+HOST, PORT = LOCAL_SERVER
 UI_PORT = 8233
 
 

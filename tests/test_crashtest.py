@@ -3,6 +3,7 @@ a workflow written in the test itself. Workers are SIGKILLed for real by the int
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import subprocess
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from agent.steps import STEP_NAMES
+from crashtest.devserver import DYNAMIC_CONFIG, PrivateDevServer, listening
 from crashtest.points import CrashPoint, CrashPointError, Moment
 from tests.helpers import (
     ROOT,
@@ -184,6 +186,108 @@ def test_a_point_that_names_no_boundary_and_a_broken_factory_are_one_line(
     env["PYTHONPATH"] = str(tmp_path)
     done = run_python(["-m", "crashtest", "run", *args], env, timeout=60)
     assert_ends_in_error(done, "it must use the task_queue it is given", "crashtest: error: ")
+
+
+REPLAYS_DIFFERENTLY = '''
+"""A workflow that schedules `step` when it first runs and `other` when replayed by another
+process (a module passed through the sandbox remembers, in a file, that it ran)."""
+from datetime import timedelta
+from pathlib import Path
+
+from temporalio import activity, workflow
+from temporalio.worker import Worker
+
+with workflow.unsafe.imports_passed_through():
+    import first_time
+
+
+@activity.defn
+async def step() -> None: ...
+
+
+@activity.defn
+async def other() -> None: ...
+
+
+@workflow.defn
+class ReplaysDifferently:
+    @workflow.run
+    async def run(self, folder: str) -> None:
+        first = first_time.first_time(Path(folder) / workflow.info().workflow_id)
+        await workflow.execute_activity(step if first else other, heartbeat_timeout=timedelta(
+            seconds=2), start_to_close_timeout=timedelta(seconds=10))
+
+
+def build(client, task_queue):
+    return Worker(client, task_queue=task_queue, workflows=[ReplaysDifferently],
+                  activities=[step, other],
+                  sticky_queue_schedule_to_start_timeout=timedelta(seconds=1))
+
+
+def build_without_it(client, task_queue):
+    return Worker(client, task_queue=task_queue, workflows=[], activities=[step])
+
+
+def observe(workflow_id):
+    return None
+'''
+FIRST_TIME = """
+def first_time(marker):
+    if marker.exists():
+        return False
+    marker.touch()
+    return True
+"""
+
+
+def test_a_stuck_workflow_task_ends_the_cell_at_once(
+    db_url: str, temporal_address: str, tmp_path: Path
+) -> None:
+    """Temporal waits for a worker, or retries a failing workflow task, forever; crashtest says
+    why in seconds instead of waiting out its deadline."""
+    (tmp_path / "replays.py").write_text(REPLAYS_DIFFERENTLY)
+    (tmp_path / "first_time.py").write_text(FIRST_TIME)
+    env = child_env(db_url, TEMPORAL_ADDRESS=temporal_address, PYTHONPATH=str(tmp_path))
+    args = ["--workflow", "replays:ReplaysDifferently", "--input", json.dumps(str(tmp_path)),
+            "--observe", "replays:observe"]  # fmt: skip
+
+    # A worker with no workflows never polls for them: the reference run cannot start.
+    done = run_python(["-m", "crashtest", "run", "--worker", "replays:build_without_it", *args],
+                      env, timeout=60)  # fmt: skip
+    assert_ends_in_error(done, "does the factory's Worker register the workflow ReplaysDifferently",
+                         "crashtest: error: ")  # fmt: skip
+
+    # Code that replays differently after the crash: the fresh worker's replay fails.
+    done = run_python(["-m", "crashtest", "run", "--worker", "replays:build", *args,
+                       "--points", "after-effect:1"], env, timeout=60)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "Nondeterminism error" in done.stdout
+
+
+def test_crashtest_depends_on_temporalio_and_the_standard_library_only() -> None:
+    allowed = {*sys.stdlib_module_names, "temporalio", "crashtest", "pytest"}
+    for path in (ROOT / "crashtest").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            assert {n.split(".")[0] for n in names} <= allowed, (path, names)
+
+
+def test_a_private_dev_server_is_tuned_and_stopped(tmp_path: Path) -> None:
+    server = PrivateDevServer(tmp_path / "server.log")
+    try:
+        host, port = server.start().split(":")
+        assert listening(host, int(port))
+        assert server.proc is not None
+        args = " ".join(map(str, server.proc.args))  # type: ignore[arg-type]
+        assert all(f"{key}={value}" in args for key, value in DYNAMIC_CONFIG.items())
+    finally:
+        server.stop()
+    assert not listening(host, int(port))
 
 
 def test_nothing_in_the_product_knows_about_crashes() -> None:
