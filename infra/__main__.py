@@ -17,9 +17,10 @@ async def main(args: argparse.Namespace) -> int:
         print("Temporal dev server: the one on :7233 was not started by this project; left alone")
     else:
         print("Temporal dev server: not running")
-    if (data_dir() / "pg" / "PG_VERSION").exists():
-        stop_postgres()
+    if stop_postgres():  # returns once the postmaster and its backends have exited
         print("embedded Postgres: stopped")
+    elif (data_dir() / "pg" / "PG_VERSION").exists():
+        print("embedded Postgres: not running")
     else:
         print("embedded Postgres: none under .data/pg")
     return 0

