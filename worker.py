@@ -2,9 +2,10 @@
 
 Environment: TEMPORAL_ADDRESS (unset: the local dev server, started if needed), DATABASE_URL
 (unset: the embedded Postgres), TASK_QUEUE, KEY_STRATEGY (workflow | run | none), CRASH_AT
-(the worker SIGKILLs itself there, through crashtest's interceptor), STUB_MODEL_LATENCY_MS,
-METRICS_PORT (Prometheus /metrics). SIGTERM or Ctrl-C shuts down gracefully: running activities
-get 10 s to finish.
+(the worker SIGKILLs itself there, through crashtest's interceptor), STEP_PAUSE_MS (pause before
+and after every activity, for the chaos lab), STUB_MODEL_LATENCY_MS, METRICS_PORT (Prometheus
+/metrics). SIGTERM or Ctrl-C shuts down gracefully: running activities get 10 s to finish.
+It logs one line when it loses Postgres or Temporal, and one when it has it back.
 
 `build_worker` is the same worker for `python -m crashtest run --worker worker:build_worker`.
 """
@@ -18,23 +19,26 @@ import signal
 from datetime import timedelta
 
 from psycopg_pool import AsyncConnectionPool
-from temporalio.client import Client
+from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
+from temporalio.client import Client, Interceptor
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Worker
 
 from activities.grocery import GroceryActivities, KeyStrategy
 from agent.llm import StubModel
 from agent.steps import STEP_NAMES
-from crashtest.interceptor import CrashInterceptor
+from crashtest.interceptor import CrashInterceptor, PauseInterceptor
 from infra.cli import run_main
 from infra.config import (
     crash_point_from_env,
     env_port,
     env_str,
     model_latency_seconds,
+    step_pause_seconds,
     task_queue,
 )
 from infra.db import database_url, ensure_schema, open_pool
+from infra.health import PROBE_TIMEOUT_S, Probe, watch
 from infra.temporal_client import connect_temporal
 from workflows.grocery import GroceryAgentWorkflow
 
@@ -74,9 +78,23 @@ async def build_worker(client: Client, task_queue: str) -> Worker:
     return make_worker(client, await open_app_pool(), task_queue)
 
 
+def dependencies(pool: AsyncConnectionPool, client: Client) -> dict[str, Probe]:
+    async def postgres() -> None:
+        async with pool.connection(timeout=PROBE_TIMEOUT_S) as conn:
+            await conn.execute("select 1")
+
+    async def temporal() -> None:
+        await client.workflow_service.get_system_info(
+            GetSystemInfoRequest(), timeout=timedelta(seconds=PROBE_TIMEOUT_S)
+        )
+
+    return {"Postgres": postgres, "Temporal": temporal}
+
+
 async def main() -> int:
     # Validate every setting before connecting to anything.
     crash_at = crash_point_from_env(STEP_NAMES, checkpoint_after_last=False)
+    pause = step_pause_seconds()
     strategy = key_strategy()
     metrics_port = env_port("METRICS_PORT")
     model_latency_seconds()
@@ -89,11 +107,15 @@ async def main() -> int:
                 metrics=PrometheusConfig(bind_address=f"127.0.0.1:{metrics_port}")
             )
         )
+    interceptors: list[Interceptor] = []
+    if crash_at is not None:
+        interceptors.append(CrashInterceptor(crash_at))
+    if pause is not None:
+        interceptors.append(PauseInterceptor(*pause))
     pool = await open_app_pool()
     try:
-        client = await connect_temporal(
-            runtime=runtime, interceptors=[CrashInterceptor(crash_at)] if crash_at else []
-        )
+        client = await connect_temporal(runtime=runtime, interceptors=interceptors)
+        health = asyncio.create_task(watch(dependencies(pool, client), log))
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -108,6 +130,7 @@ async def main() -> int:
             )
             await stop.wait()
             log.info("shutting down")
+        health.cancel()
     finally:
         await pool.close()
     return 0

@@ -11,7 +11,7 @@ import re
 import psycopg
 from pydantic import BaseModel
 
-from agent.steps import SUMMARISE
+from agent.steps import STEPS, SUMMARISE, Effect
 from infra.db import connect, database_url
 
 # One round trip: the counts and the content of a run's effects.
@@ -26,6 +26,10 @@ select
   (select response->>'text' from model_calls where run_id = %(r)s and step = %(summarise)s
      order by id desc limit 1)
 """
+
+
+# What a run that never crashed leaves: one paid model call per model step, one order, one email.
+NO_CRASH_COUNTS = (sum(1 for step in STEPS if step.effect is Effect.MODEL_CALL), 1, 1)
 
 
 def plural(n: int, noun: str) -> str:

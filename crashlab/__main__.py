@@ -1,4 +1,5 @@
-"""`python -m crashlab matrix|demo`: crash every design at every point, or watch one crash."""
+"""`python -m crashlab matrix|demo|chaos`: crash every design at every point, watch one crash, or
+run many at once through random kills and server restarts."""
 
 from __future__ import annotations
 
@@ -26,10 +27,73 @@ def parse_args() -> argparse.Namespace:
     matrix.add_argument("--designs", help="only these designs, comma-separated")
     matrix.add_argument("--crash-points", help="only these crash points, comma-separated")
     sub.add_parser("demo", help="the narrated demo: kill a worker after the order, watch it heal")
+    chaos = sub.add_parser("chaos", help="many runs through random kills and server restarts")
+    chaos.add_argument("--engine", choices=["temporal", "journal"], default="temporal")
+    chaos.add_argument("--design", help="key strategy (temporal, default workflow) or journal "
+                       "design (default durable)")  # fmt: skip
+    chaos.add_argument("--runs", type=int, default=200, help="runs started at once (200)")
+    chaos.add_argument("--workers", type=int, default=3, help="worker processes (3)")
+    chaos.add_argument("--kills", type=int, default=20, help="workers SIGKILLed (20)")
+    chaos.add_argument("--postgres-restarts", type=int, default=2, help="(2)")
+    chaos.add_argument("--temporal-restarts", type=int, default=1, help="(1; Temporal only)")
+    chaos.add_argument("--seed", type=int, default=1, help="the faults' order, gaps and victims")
+    chaos.add_argument("--deadline-s", type=float, default=600, help="(600)")
+    chaos.add_argument("--json", type=Path, help="write the report as JSON here")
     args = parser.parse_args()
     if args.command == "matrix" and args.jobs < 1:
         parser.error("--jobs must be at least 1")
+    if args.command == "chaos":
+        for name in ("runs", "workers"):
+            if getattr(args, name) < 1:
+                parser.error(f"--{name} must be at least 1")
+        for name in ("kills", "postgres_restarts", "temporal_restarts"):
+            if getattr(args, name) < 0:
+                parser.error(f"--{name.replace('_', '-')} cannot be negative")
+        if args.deadline_s <= 0:
+            parser.error("--deadline-s must be positive")
     return args
+
+
+async def chaos(args: argparse.Namespace) -> int:
+    from crashlab.chaos import ChaosOptions, run_chaos
+    from journal.engine import Design
+
+    if args.engine == "journal":
+        design = Design.parse(args.design or "durable").value
+    else:
+        from activities.grocery import KeyStrategy
+
+        design = KeyStrategy.parse(args.design or "workflow").value
+    report = await run_chaos(
+        ChaosOptions(
+            engine=args.engine,
+            design=design,
+            runs=args.runs,
+            workers=args.workers,
+            kills=args.kills,
+            postgres_restarts=args.postgres_restarts,
+            temporal_restarts=args.temporal_restarts,
+            seed=args.seed,
+            deadline_s=args.deadline_s,
+        )
+    )
+    faults = ", ".join(f"{n} {name.replace('_', ' ')}" for name, n in report.faults.items())
+    done = f"{report.completed}/{report.runs} runs completed in {report.seconds} s"
+    print(f"{report.engine}/{report.design}: {done}; faults: {faults}; "
+          f"{report.process_restarts} process restarts")  # fmt: skip
+    if report.recovery_ms:
+        r = report.recovery_ms
+        print(f"recovery after a worker kill, until every run it held moved again "
+              f"({report.kills_that_held_runs} kills held runs): median {r['median']:.0f} ms, "
+              f"p99 {r['p99']:.0f} ms, max {r['max']:.0f} ms")  # fmt: skip
+    print(f"violations: {len(report.violations)}")
+    for violation in report.violations[:20]:
+        print(f"  {violation.run_id}: {violation.what}")
+    if len(report.violations) > 20:
+        print(f"  ... and {len(report.violations) - 20} more (all in --json)")
+    if args.json:
+        args.json.write_text(report.model_dump_json(indent=1) + "\n")
+    return 0 if report.ok else 1
 
 
 async def main(args: argparse.Namespace) -> int:
@@ -37,6 +101,8 @@ async def main(args: argparse.Namespace) -> int:
         from crashlab.demo import demo
 
         return await demo()
+    if args.command == "chaos":
+        return await chaos(args)
     cells = select_cells(all_cells(args.engine), split(args.designs), split(args.crash_points))
     print(f"crash matrix: {len(cells)} cells, {args.jobs} at a time", file=sys.stderr)
     report = await run_matrix(cells, jobs=args.jobs)

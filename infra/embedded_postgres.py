@@ -81,9 +81,13 @@ def ensure_postgres(pgdata: Path | None = None) -> str:
     url = ready_url(pgdata)
     if url is not None:
         return url
+    library = _library().postgres_server
+    # The library keeps one server object per folder for the life of the process and hands it
+    # back without looking: after the server died (a crash, the chaos lab's kill) it is stale.
+    library.PostgresServer._instances.pop(pgdata.resolve(), None)
     try:
         # cleanup_mode=None: keep it running after we exit
-        server = _library().postgres_server.get_server(pgdata, cleanup_mode=None)
+        server = library.get_server(pgdata, cleanup_mode=None)
     except (subprocess.SubprocessError, OSError, AssertionError) as err:
         raise DatabaseUnavailable(
             f"could not start the embedded Postgres in {pgdata} ({err}); see {pgdata / 'log'}"

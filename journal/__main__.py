@@ -1,22 +1,29 @@
-"""`python -m journal run --run-id R --design durable`: run (or resume) the journal agent.
+"""`python -m journal run|resume|show`: run one journal agent run, resume every unfinished run,
+or show what a run left.
 
-Exit 0 on completion with a short printed outcome. CRASH_AT=after-effect:4 (for example) makes the
-process SIGKILL itself at that point; run the same command again without it to resume.
+`run --run-id R --design durable` runs (or resumes) one run; CRASH_AT=after-effect:4 (for
+example) makes the process SIGKILL itself at that point; run the same command again without it to
+resume. `resume` finds every unfinished run and runs it to its end, each with the design it was
+started with: what an operator runs after a crash.
 """
 
 from __future__ import annotations
 
 import argparse
 
+import psycopg
+from psycopg_pool import PoolTimeout
+
 from agent.llm import StubModel
 from agent.outcome import read_run_state
 from agent.steps import STEP_NAMES
 from infra.cli import run_main
-from infra.config import crash_point_from_env, model_latency_seconds
-from infra.db import connect, database_url, ensure_schema
-from infra.errors import UnknownRun
+from infra.config import crash_point_from_env, model_latency_seconds, step_pause_seconds
+from infra.db import connect, database_url, ensure_schema, open_pool
+from infra.errors import DatabaseUnavailable, UnknownRun
 from journal.agent import run_to_completion
 from journal.engine import Design
+from journal.resume import resume_unfinished
 
 DEFAULT_HOUSEHOLD = "household-1"
 
@@ -28,21 +35,63 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     run.add_argument("--run-id", required=True)
     run.add_argument("--design", default="durable", help=" | ".join(d.value for d in Design))
     run.add_argument("--household", default=DEFAULT_HOUSEHOLD)
+    resume = sub.add_parser("resume", help="resume every unfinished run")
+    resume.add_argument("--concurrency", type=int, default=10, help="runs at once (10)")
+    resume.add_argument(
+        "--until-done",
+        action="store_true",
+        help="keep going until no run is unfinished, waiting for runs other processes hold",
+    )
     show = sub.add_parser("show", help="print what a run left in the database")
     show.add_argument("--run-id", required=True)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.command == "resume" and args.concurrency < 1:
+        parser.error("--concurrency must be at least 1")
+    return args
+
+
+async def resume(args: argparse.Namespace) -> int:
+    model = StubModel(model_latency_seconds())
+    pause = step_pause_seconds()
+    url = database_url()
+    pool = await open_pool(url, max_size=args.concurrency + 1)
+    try:
+        async with pool.connection() as conn:
+            await ensure_schema(conn)
+        done = await resume_unfinished(
+            pool, model, concurrency=args.concurrency, until_done=args.until_done, pause=pause
+        )
+    except (psycopg.OperationalError, PoolTimeout) as err:
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise DatabaseUnavailable(
+            f"lost Postgres while resuming ({reason}); run `python -m journal resume` again"
+        ) from None
+    finally:
+        await pool.close()
+    parts = [f"resumed {len(done.completed)} runs to completion"]
+    if done.busy:
+        parts.append(f"{len(done.busy)} being run by other processes")
+    if done.failed:
+        parts.append(f"{len(done.failed)} failed")
+    print("; ".join(parts))
+    for run_id, why in done.failed.items():
+        print(f"  {run_id}: {why}")
+    return 1 if done.failed else 0
 
 
 async def main(args: argparse.Namespace) -> int:
+    if args.command == "resume":
+        return await resume(args)
     if args.command == "run":
         design = Design.parse(args.design)  # validate everything before touching the database
         crash_at = crash_point_from_env(STEP_NAMES, checkpoint_after_last=True)
         model = StubModel(model_latency_seconds())
+        pause = step_pause_seconds()
     async with await connect(database_url()) as conn:
         await ensure_schema(conn)
         if args.command == "run":
             summary = await run_to_completion(
-                conn, model, args.run_id, design, args.household, crash_at
+                conn, model, args.run_id, design, args.household, crash_at, pause
             )
             print(f"run {args.run_id} ({design}) completed: {summary.text}")
         state = await read_run_state(conn, args.run_id)

@@ -9,7 +9,7 @@ from agent.data import Summary
 from agent.llm import Model
 from agent.steps import CHECK_PANTRY, CHOOSE, PLACE_ORDER, PLAN, SEND_CONFIRMATION, SUMMARISE
 from crashtest.points import CrashPoint
-from journal.engine import Design, Journal
+from journal.engine import Design, Journal, Pause
 
 
 async def run_agent(j: Journal, model: Model, household: str) -> Summary:
@@ -29,9 +29,14 @@ async def run_to_completion(
     design: Design,
     household: str,
     crash_at: CrashPoint | None = None,
+    pause: Pause | None = None,
 ) -> Summary:
-    """Start or resume a run and drive it to the end."""
-    journal = await Journal.open(conn, run_id, design, household, crash_at)
-    summary = await run_agent(journal, model, household)
+    """Start or resume a run and drive it to the end (RunBusy if another process is on it)."""
+    journal = await Journal.open(conn, run_id, design, household, crash_at, pause)
+    try:
+        summary = await run_agent(journal, model, household)
+    except BaseException:
+        await journal.release()
+        raise
     await journal.finish(summary)
     return summary

@@ -12,10 +12,18 @@ Four designs, from weakest to strongest:
 - transactional  a step whose effect lives in our own database commits the effect and its
                  checkpoint in one transaction: there is no window between them at all.
                  (Model calls are external, so they still take a key, as in durable.)
+
+One process runs a run at a time (a lock in Postgres, dropped if the process dies). A `pause`
+(STEP_PAUSE_MS) sleeps before each step's work and again inside the crash window, to widen the
+windows that random kills land in (the chaos lab).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -24,12 +32,14 @@ from typing import Any, TypeVar
 import psycopg
 from pydantic import BaseModel
 
-from agent.steps import Effect, Step
+from agent.steps import STEPS, Effect, Step
 from crashtest.points import CrashPoint, Moment, crash_now
 from infra.config import parse_choice
 from infra.errors import AgentError, ConfigError
 
 T = TypeVar("T", bound=BaseModel)
+Pause = tuple[float, float]  # sleep a random low..high seconds (STEP_PAUSE_MS)
+log = logging.getLogger(__name__)
 
 
 class Design(StrEnum):
@@ -41,6 +51,10 @@ class Design(StrEnum):
     @classmethod
     def parse(cls, text: str) -> Design:
         return parse_choice(cls, text, "design")
+
+
+class RunBusy(AgentError):
+    """Another process is running this run right now (it holds the run's lock)."""
 
 
 class DeterminismError(AgentError):
@@ -55,9 +69,11 @@ class StepContext:
     key: str | None
 
 
-# Registers a new run or finds the existing one, and loads its whole journal: one round trip,
-# and no write when the run already exists. (Within one statement the select cannot see the
-# insert's row, so exactly one of the two branches returns a row.)
+# Registers a new run or finds the existing one, loads its whole journal, and takes the run's
+# lock: one round trip, and no write when the run already exists. (Within one statement the
+# select cannot see the insert's row, so exactly one of the two branches returns a row.)
+# The lock is a session advisory lock: one process runs a run at a time, and Postgres drops the
+# lock by itself when that process's connection ends, however it ends.
 _OPEN_RUN = """
 with new_run as (
     insert into agent_runs (run_id, design, household)
@@ -71,14 +87,34 @@ with new_run as (
 )
 select run.design, run.household,
        (select coalesce(jsonb_agg(jsonb_build_array(step, name, output)), '[]')
-          from agent_steps where run_id = %(run_id)s)
+          from agent_steps where run_id = %(run_id)s),
+       pg_try_advisory_lock(hashtextextended(%(run_id)s, 0))
 from run
 """
 _SAVE_STEP = "insert into agent_steps (run_id, step, name, output) values (%s, %s, %s, %s::jsonb)"
-_FINISH_RUN = (
-    "update agent_runs set status = 'completed', result = %s::jsonb, finished_at = now()"
-    " where run_id = %s"
+# Marks the run completed and lets go of its lock, in one round trip.
+_FINISH_RUN = """
+with finished as (
+    update agent_runs set status = 'completed', result = %(result)s::jsonb, finished_at = now()
+    where run_id = %(run_id)s returning run_id
 )
+select pg_advisory_unlock(hashtextextended(run_id, 0)) from finished
+"""
+_RELEASE_RUN = "select pg_advisory_unlock(hashtextextended(%s, 0))"
+_REGISTER_RUNS = """
+insert into agent_runs (run_id, design, household)
+select run_id, %(design)s, household from unnest(%(runs)s::text[], %(households)s::text[])
+    as run (run_id, household)
+on conflict (run_id) do nothing
+"""
+
+
+async def register_runs(
+    conn: psycopg.AsyncConnection, design: Design, runs: dict[str, str]
+) -> None:
+    """Register runs (run id -> household) without running them: `resume` will."""
+    params = {"design": design.value, "runs": list(runs), "households": list(runs.values())}
+    await conn.execute(_REGISTER_RUNS, params)
 
 
 class Journal:
@@ -89,12 +125,14 @@ class Journal:
         design: Design,
         saved: dict[int, tuple[str, Any]],
         crash_at: CrashPoint | None,
+        pause: Pause | None,
     ) -> None:
         self.conn = conn
         self.run_id = run_id
         self.design = design
         self.saved = saved  # step number -> (name, output as JSON): replayed from memory
         self.crash_at = crash_at
+        self.pause = pause
 
     @classmethod
     async def open(
@@ -104,21 +142,31 @@ class Journal:
         design: Design,
         household: str,
         crash_at: CrashPoint | None = None,
+        pause: Pause | None = None,
     ) -> Journal:
         params = {"run_id": run_id, "design": design.value, "household": household}
         row = await (await conn.execute(_OPEN_RUN, params)).fetchone()
         if row is None:  # another process created the run during our statement: now it shows
             row = await (await conn.execute(_OPEN_RUN, params)).fetchone()
         assert row is not None
-        saved_design, saved_household, steps = row
-        if saved_design != design.value:
-            raise ConfigError(
-                f"run {run_id} was started with design {saved_design}; resume it with that design"
-            )
-        if saved_household != household:
-            raise ConfigError(f"run {run_id} belongs to household {saved_household}")
+        saved_design, saved_household, steps, locked = row
+        if not locked:
+            raise RunBusy(f"run {run_id} is being run by another process")
         saved = {} if design is Design.NAIVE else {n: (name, out) for n, name, out in steps}
-        return cls(conn, run_id, design, saved, crash_at)
+        journal = cls(conn, run_id, design, saved, crash_at, pause)
+        try:
+            if saved_design != design.value:
+                raise ConfigError(
+                    f"run {run_id} was started with design {saved_design}; resume it with that "
+                    "design"
+                )
+            if saved_household != household:
+                raise ConfigError(f"run {run_id} belongs to household {saved_household}")
+        except ConfigError:
+            await journal.release()
+            raise
+        log.info("run %s: opened, %d of %d steps saved", run_id, len(saved), len(STEPS))
+        return journal
 
     async def step(self, spec: Step[T], fn: Callable[[StepContext], Awaitable[T]]) -> T:
         """Run a step once; a step already in the journal is replayed from memory."""
@@ -132,6 +180,7 @@ class Journal:
                 )
             return spec.output.model_validate(output)
 
+        await self._pause()
         if self.design is Design.NAIVE:
             result = await fn(StepContext(self.conn, None))
             self._crash_if(Moment.AFTER_EFFECT, n)
@@ -150,9 +199,14 @@ class Journal:
             # THE CRASH WINDOW: the effect is committed and its checkpoint is not. A resumed run
             # runs this step again; only the idempotency key keeps it from doing the effect twice.
             self._crash_if(Moment.AFTER_EFFECT, n)
+            await self._pause()
             await self._save(n, name, result)
         self._crash_if(Moment.AFTER_CHECKPOINT, n)
         return result
+
+    async def _pause(self) -> None:
+        if self.pause is not None:
+            await asyncio.sleep(random.uniform(*self.pause))
 
     def _crash_if(self, moment: Moment, n: int) -> None:
         point = self.crash_at
@@ -168,4 +222,12 @@ class Journal:
             ) from None
 
     async def finish(self, result: BaseModel) -> None:
-        await self.conn.execute(_FINISH_RUN, (result.model_dump_json(), self.run_id))
+        """Record the run's result and let go of its lock."""
+        params = {"result": result.model_dump_json(), "run_id": self.run_id}
+        await self.conn.execute(_FINISH_RUN, params)
+        log.info("run %s: completed", self.run_id)
+
+    async def release(self) -> None:
+        """Let go of the run's lock without finishing it (the run stops here, for now)."""
+        with contextlib.suppress(psycopg.Error):  # a lost connection took the lock with it
+            await self.conn.execute(_RELEASE_RUN, (self.run_id,))

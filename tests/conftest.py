@@ -4,11 +4,14 @@ Helpers live in `tests/helpers.py`."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
 from temporalio.client import Client
 
 from infra.db import connect_sync, database_url, ensure_schema_sync
@@ -27,6 +30,18 @@ def db_url() -> str:
 def db(db_url: str) -> Iterator[psycopg.Connection]:
     with connect_sync(db_url) as conn:
         yield conn
+
+
+@pytest.fixture
+def fresh_db_url(db_url: str, db: psycopg.Connection) -> Iterator[str]:
+    """A database of its own on the same server, for a test that acts on every run it finds."""
+    name = f"test_{uuid.uuid4().hex[:10]}"
+    db.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
+    url = make_conninfo(db_url, dbname=name)
+    with connect_sync(url) as conn:
+        ensure_schema_sync(conn)
+    yield url
+    db.execute(sql.SQL("drop database {} with (force)").format(sql.Identifier(name)))
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
+import time
 
 import psycopg
 import pytest
@@ -10,10 +13,11 @@ import pytest
 from agent.data import Plan
 from agent.llm import ModelOutputError, StubModel
 from agent.steps import CHOOSE, PLAN, Step
-from infra.db import connect
+from infra.db import connect, connect_sync
 from journal.agent import run_to_completion
 from journal.engine import Design, DeterminismError, Journal
 from tests.helpers import (
+    ROOT,
     assert_one_line_error,
     child_env,
     new_run_id,
@@ -161,3 +165,47 @@ def test_resuming_with_another_design_is_refused(db_url: str) -> None:
     assert run_journal(db_url, run_id, "durable").returncode == 0
     done = run_journal(db_url, run_id, "naive")
     assert_one_line_error(done, "was started with design durable")
+
+
+def test_resume_finishes_every_unfinished_run(fresh_db_url: str) -> None:
+    """What an operator runs after a crash: every unfinished run, each with its own design."""
+    crashed = {
+        new_run_id("resume-durable"): ("durable", "after-effect:4"),
+        new_run_id("resume-checkpoint"): ("checkpoint", "after-checkpoint:3"),
+        new_run_id("resume-tx"): ("transactional", "after-effect:5"),
+    }
+    for run_id, (design, crash_at) in crashed.items():
+        assert run_journal(fresh_db_url, run_id, design, crash_at).returncode == -signal.SIGKILL
+    done = run_python(["-m", "journal", "resume"], child_env(fresh_db_url))
+    assert done.returncode == 0, done.stderr
+    assert "resumed 3 runs to completion" in done.stdout
+    with connect_sync(fresh_db_url) as conn:
+        for run_id in crashed:
+            assert state(conn, run_id).counts == NO_CRASH, run_id
+        unfinished = conn.execute("select count(*) from agent_runs where status <> 'completed'")
+        assert unfinished.fetchone() == (0,)
+    again = run_python(["-m", "journal", "resume"], child_env(fresh_db_url))
+    assert "resumed 0 runs to completion" in again.stdout
+
+
+def test_one_process_at_a_time_runs_a_run(db_url: str, db: psycopg.Connection) -> None:
+    """Two processes on one run would do its effects twice: the second is refused."""
+    run_id = new_run_id("busy")
+    slow = child_env(db_url, STUB_MODEL_LATENCY_MS="1500")
+    first = subprocess.Popen(
+        [sys.executable, "-m", "journal", "run", "--run-id", run_id, "--design", "checkpoint"],
+        cwd=ROOT, env=slow, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while (
+            not state(db, run_id).exists()
+            and not db.execute("select 1 from agent_runs where run_id = %s", (run_id,)).fetchone()
+        ):
+            assert time.monotonic() < deadline, "the first process never opened the run"
+            time.sleep(0.05)
+        second = run_journal(db_url, run_id, "checkpoint")
+        assert_one_line_error(second, f"run {run_id} is being run by another process")
+    finally:
+        assert first.wait(60) == 0, first.stderr
+    assert state(db, run_id).counts == NO_CRASH  # the second process added nothing

@@ -1,0 +1,96 @@
+"""The chaos lab's fault injector: seeded, bounded in count and in time, and it touches only the
+processes the lab started (its fleet, its Postgres, its Temporal server), by pid."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from crashlab.fleet import Fleet
+from crashlab.servers import LabPostgres, LabTemporal
+
+log = logging.getLogger(__name__)
+
+FIRST_FAULT_AFTER_S = 1.0  # after the first process of the fleet is at work
+GAP_S = (0.2, 1.5)  # the shortest and longest pause between two faults
+FIRST_GAP_S = 0.5  # until the runs' pace is known
+WAIT_FOR_A_VICTIM_S = 0.2
+DOWNTIME_S = (1.0, 2.5)  # a killed server stays down this long before it is started again
+
+
+class Fault(StrEnum):
+    WORKER_KILL = "worker_kill"
+    POSTGRES_RESTART = "postgres_restart"
+    TEMPORAL_RESTART = "temporal_restart"
+
+
+@dataclass(frozen=True)
+class Injected:
+    fault: Fault
+    at: float  # wall clock (time.time()), comparable with the servers' timestamps
+    pid: int  # the process killed
+    log_name: str = ""  # for a worker: its log, which says what it held
+    down_s: float = 0.0  # for a server: how long it was gone
+
+
+@dataclass
+class FaultInjector:
+    rng: random.Random
+    budget: dict[Fault, int]
+    fleet: Fleet
+    postgres: LabPostgres | None
+    temporal: LabTemporal | None
+    injected: list[Injected] = field(default_factory=list)
+
+    def count(self, fault: Fault) -> int:
+        return sum(1 for i in self.injected if i.fault is fault)
+
+    async def run(
+        self, keep_going: Callable[[], bool], seconds_left: Callable[[], float | None]
+    ) -> None:
+        """Inject every fault of the budget, in a seeded order, while `keep_going()` (the runs
+        are not all finished). The pauses between faults spread what is left of the budget over
+        `seconds_left()`, the runs' estimated time to finish, jittered by the seeded generator,
+        so the faults land while runs are in flight, however fast the engine is."""
+        faults = [fault for fault, n in self.budget.items() for _ in range(n)]
+        self.rng.shuffle(faults)
+        while not self.fleet.ready():  # faults mean something once the fleet is at work
+            if not keep_going():
+                return
+            await asyncio.sleep(WAIT_FOR_A_VICTIM_S)
+        await asyncio.sleep(FIRST_FAULT_AFTER_S)
+        for i, fault in enumerate(faults):
+            if not keep_going():
+                return
+            await self.inject(fault, keep_going)
+            left = seconds_left()
+            mean = FIRST_GAP_S if left is None else left / (len(faults) - i + 1)
+            gap = min(max(mean * self.rng.uniform(0.5, 1.5), GAP_S[0]), GAP_S[1])
+            await asyncio.sleep(gap)
+
+    async def inject(self, fault: Fault, keep_going: Callable[[], bool]) -> None:
+        if fault is Fault.WORKER_KILL:
+            killed = self.fleet.kill_one(self.rng)
+            while killed is None:  # no process is at work yet (all starting up)
+                if not keep_going():
+                    return
+                await asyncio.sleep(WAIT_FOR_A_VICTIM_S)
+                killed = self.fleet.kill_one(self.rng)
+            self.injected.append(Injected(fault, time.time(), killed[0], log_name=killed[1]))
+            log.info("chaos: SIGKILL %s (pid %d)", killed[1], killed[0])
+            return
+        at = time.time()
+        server = self.postgres if fault is Fault.POSTGRES_RESTART else self.temporal
+        assert server is not None
+        started = time.monotonic()
+        pid = await server.kill()
+        await asyncio.sleep(self.rng.uniform(*DOWNTIME_S))  # a server takes a moment to come back
+        await server.start()
+        down = time.monotonic() - started
+        self.injected.append(Injected(fault, at, pid, down_s=down))
+        log.info("chaos: %s (pid %d SIGKILLed, back after %.1f s)", fault, pid, down)

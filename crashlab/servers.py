@@ -1,0 +1,101 @@
+"""The chaos lab's own servers: an embedded Postgres and a Temporal dev server in a folder of the
+lab's, so that the lab kills and restarts only processes it started, never the project's."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from crashtest.devserver import (
+    dev_server_command,
+    free_port,
+    listening,
+    temporal_cli,
+    wait_until_listening,
+)
+from infra.embedded_postgres import ensure_postgres, kill_postgres, stop_postgres
+from infra.errors import ConfigError, DatabaseUnavailable
+
+RESTART_TIMEOUT_S = 30
+STOP_TIMEOUT_S = 10
+
+
+class LabPostgres:
+    """An embedded Postgres on `<folder>/pg`: killed with SIGKILL (a crash: no shutdown, the
+    backends die with the postmaster) and started again on the same data."""
+
+    def __init__(self, folder: Path) -> None:
+        self.pgdata = folder / "pg"
+
+    async def start(self) -> str:
+        """Start it (after a kill: recover, as Postgres does after a crash); its URL."""
+        deadline = time.monotonic() + RESTART_TIMEOUT_S
+        while True:
+            try:
+                return await asyncio.to_thread(ensure_postgres, self.pgdata)
+            except DatabaseUnavailable:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.5)
+
+    async def kill(self) -> int:
+        return await asyncio.to_thread(kill_postgres, self.pgdata)
+
+    async def stop(self) -> None:
+        await asyncio.to_thread(stop_postgres, self.pgdata)
+
+
+class LabTemporal:
+    """A Temporal dev server on `<folder>/temporal.db` (SQLite, with the project's tuning), on a
+    port of its own: killed with SIGKILL and started again on the same file."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    async def start(self) -> str:
+        await asyncio.to_thread(self._start)
+        return self.address
+
+    def _start(self) -> None:
+        binary = temporal_cli()
+        if binary is None:
+            raise ConfigError("the temporal CLI is missing: install the project (`make setup`)")
+        command = dev_server_command(
+            binary, port=self.port, ui_port=None, db_file=self.folder / "temporal.db"
+        )
+        log = self.folder / "temporal.log"
+        with log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
+        wait_until_listening(self.proc, "127.0.0.1", self.port, log)
+
+    async def kill(self) -> int:
+        return await asyncio.to_thread(self._kill)
+
+    def _kill(self) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        while listening("127.0.0.1", self.port):  # the port is free again before the restart
+            time.sleep(0.05)
+        return self.proc.pid
+
+    async def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            await asyncio.to_thread(self._stop)
+
+    def _stop(self) -> None:
+        assert self.proc is not None
+        self.proc.terminate()
+        try:
+            self.proc.wait(STOP_TIMEOUT_S)  # our child: wait() reaps it, a zombie is not gone
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
