@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint bench matrix crashtest stop clean
+.PHONY: setup demo test lint bench matrix crashtest chaos stop clean
 
 setup: $(STAMP)
 
@@ -32,6 +32,11 @@ bench: $(STAMP)
 
 matrix: $(STAMP)
 	$(BIN)/python -m crashlab matrix --engine all
+
+# Many runs through random worker kills and abrupt Postgres and Temporal restarts (about 1.5 min).
+chaos: $(STAMP)
+	$(BIN)/python -m crashlab chaos --runs 200 --workers 3 --kills 20 --postgres-restarts 2 \
+		--temporal-restarts 1
 
 # crashtest on the grocery agent: every activity boundary, killed from outside (KEY_STRATEGY=none
 # shows what it catches).

@@ -28,8 +28,9 @@ select
 """
 
 
-# What a run that never crashed leaves: one paid model call per model step, one order, one email.
-NO_CRASH_COUNTS = (sum(1 for step in STEPS if step.effect is Effect.MODEL_CALL), 1, 1)
+# What one run leaves when each effect happens once: one paid call per model step, one order,
+# one email.
+ONE_RUN_COUNTS = (sum(1 for step in STEPS if step.effect is Effect.MODEL_CALL), 1, 1)
 
 
 def plural(n: int, noun: str) -> str:

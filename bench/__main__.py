@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import time
@@ -38,7 +39,20 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--recoveries", type=int, default=None, help="killed workers (5)")
     parser.add_argument("--runs", type=int, default=None, help="runs for throughput (200)")
     parser.add_argument("--postgres-only", action="store_true", help="skip the Temporal figures")
+    scale = parser.add_argument_group("scale: how cost grows (python -m bench --scale)")
+    scale.add_argument("--scale", action="store_true", help="measure growth instead (minutes)")
+    scale.add_argument("--history", default="0,5000,20000", help="completed runs (0,5000,20000)")
+    scale.add_argument("--in-flight", default="1,50,500", help="runs at once (1,50,500)")
+    scale.add_argument("--journal-rows", default="10000,1000000", help="(10000,1000000)")
     args = parser.parse_args()
+    for name in ("history", "in_flight", "journal_rows"):
+        try:
+            numbers = [int(x) for x in getattr(args, name).split(",") if x.strip()]
+        except ValueError:
+            parser.error(f"--{name.replace('_', '-')}: comma-separated whole numbers")
+        if not numbers or min(numbers) < 0 or numbers != sorted(numbers):
+            parser.error(f"--{name.replace('_', '-')}: ascending numbers, none negative")
+        setattr(args, name, numbers)
     for name in ("n", "temporal_n", "recoveries", "runs"):
         value = getattr(args, name)
         if value is not None and value < 1:
@@ -68,7 +82,26 @@ def ratio(figures: dict[str, BaseModel], a: str, b: str) -> str:
     return f"{fa.median_ms / fb.median_ms:.2f}x"
 
 
+async def scale(args: argparse.Namespace) -> int:
+    logging.getLogger("journal").setLevel(logging.WARNING)  # a line per run opened is noise here
+    from bench.scale import ScaleReport, flat_figures, journal_scale, table, temporal_scale
+
+    n = args.temporal_n or (5 if args.quick else 30)
+    recoveries = args.recoveries or (1 if args.quick else 3)
+    history, flights = await temporal_scale(args.history, args.in_flight, n, recoveries, progress)
+    journal = await journal_scale(args.journal_rows, args.n or (200 if args.quick else 2000),
+                                  progress)  # fmt: skip
+    report = ScaleReport(history=history, in_flight=flights, journal=journal)
+    print(table(report))
+    if args.json:
+        out = {name: fig.model_dump() for name, fig in flat_figures(report).items()}
+        args.json.write_text(json.dumps(out, indent=2) + "\n")
+    return 0
+
+
 async def main(args: argparse.Namespace) -> int:
+    if args.scale:
+        return await scale(args)
     quick = args.quick
     n = args.n or (200 if quick else 2000)
     temporal_n = args.temporal_n or (5 if quick else 100)

@@ -17,6 +17,11 @@ from workflows.grocery import GroceryAgentWorkflow
 
 
 async def measure_recovery(client: Client, procs: Processes, runs: int) -> Figure:
+    return Figure.of_ns(await recovery_samples(client, procs, runs))
+
+
+async def recovery_samples(client: Client, procs: Processes, runs: int) -> list[int]:
+    """Nanoseconds from the new worker's start to the run's completion, one per run."""
     samples: list[int] = []
     for _ in range(runs):
         queue = f"bench-recovery-{uuid.uuid4().hex[:8]}"
@@ -40,4 +45,4 @@ async def measure_recovery(client: Client, procs: Processes, runs: int) -> Figur
             samples.append(time.perf_counter_ns() - started)
         finally:
             await procs.stop(rescuer)
-    return Figure.of_ns(samples)
+    return samples

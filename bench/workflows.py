@@ -47,3 +47,12 @@ class StepsWorkflow:
             else:
                 await workflow.execute_activity(noop, i, **PLAIN)
         return spec.steps
+
+
+@workflow.defn
+class SleepWorkflow:
+    """Sleeps `seconds` on a server timer: how late it wakes is how late the timer queue is."""
+
+    @workflow.run
+    async def run(self, seconds: float) -> None:
+        await workflow.sleep(timedelta(seconds=seconds))

@@ -30,6 +30,7 @@ from pydantic import BaseModel
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.service import RPCError
 
 from agent.data import GroceryRequest
@@ -37,7 +38,7 @@ from crashlab.faults import Fault, FaultInjector
 from crashlab.fleet import Fleet
 from crashlab.invariants import Violation, check_runs
 from crashlab.recovery import held_by, recovery_seconds, summary_ms
-from crashlab.servers import LabPostgres, LabTemporal
+from crashlab.servers import LabPostgres, LabTemporal, stop_leftovers
 from crashtest.processes import Processes
 from infra.config import PROJECT_ROOT, data_dir, env_str
 from infra.db import connect, ensure_schema
@@ -210,6 +211,13 @@ class JournalRuns:
         return times
 
 
+def quiet_runtime() -> Runtime:
+    """The lab restarts the server on purpose: its own client's retries meanwhile are expected,
+    not news (the SDK logs each one as a warning)."""
+    quiet = TelemetryFilter(core_level="ERROR", other_level="ERROR")
+    return Runtime(telemetry=TelemetryConfig(logging=LoggingConfig(filter=quiet)))
+
+
 def say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
@@ -235,7 +243,12 @@ async def _servers(
     if given_temporal:
         return postgres, None, db_url, given_temporal
     temporal = LabTemporal(folder)
-    return postgres, temporal, db_url, await temporal.start()
+    try:
+        return postgres, temporal, db_url, await temporal.start()
+    except BaseException:
+        if postgres is not None:
+            await postgres.stop()
+        raise
 
 
 async def _drive(
@@ -281,6 +294,8 @@ async def run_chaos(opts: ChaosOptions, progress: Callable[[str], None] = say) -
     started = time.monotonic()
     tag = f"chaos-{uuid.uuid4().hex[:6]}"
     folder = data_dir() / "chaos"
+    if folder.exists():
+        await asyncio.to_thread(stop_leftovers, folder)
     shutil.rmtree(folder, ignore_errors=True)  # the last chaos run's servers and logs
     folder.mkdir(parents=True)
     postgres, temporal, db_url, address = await _servers(opts, folder)
@@ -293,11 +308,33 @@ async def run_chaos(opts: ChaosOptions, progress: Callable[[str], None] = say) -
     if opts.engine == "temporal":
         env.update(TEMPORAL_ADDRESS=address or "", KEY_STRATEGY=opts.design)
     procs = Processes(folder / "logs", env, cwd=PROJECT_ROOT)
+    try:
+        return await _chaos(opts, tag, procs, postgres, temporal, db_url, address, progress,
+                            started)  # fmt: skip
+    finally:
+        procs.kill_all()
+        for server in (temporal, postgres):
+            if server is not None:
+                with contextlib.suppress(Exception):
+                    await server.stop()
+
+
+async def _chaos(
+    opts: ChaosOptions,
+    tag: str,
+    procs: Processes,
+    postgres: LabPostgres | None,
+    temporal: LabTemporal | None,
+    db_url: str,
+    address: str | None,
+    progress: Callable[[str], None],
+    started: float,
+) -> ChaosReport:
     run_ids = [f"{tag}-{i:04d}" for i in range(1, opts.runs + 1)]
     runs: TemporalRuns | JournalRuns
     if opts.engine == "temporal":
         fleet = Fleet(procs, "worker", ["worker.py"], opts.workers, ready_line="worker ready")
-        runs = TemporalRuns(await connect_temporal(address), fleet, tag)
+        runs = TemporalRuns(await connect_temporal(address, runtime=quiet_runtime()), fleet, tag)
     else:
         resume = ["-m", "journal", "resume", "--until-done"]
         fleet = Fleet(procs, "agent", [*resume, "--concurrency", str(JOURNAL_CONCURRENCY)],
@@ -309,31 +346,24 @@ async def run_chaos(opts: ChaosOptions, progress: Callable[[str], None] = say) -
         Fault.TEMPORAL_RESTART: opts.temporal_restarts if opts.engine == "temporal" else 0,
     }
     injector = FaultInjector(random.Random(opts.seed), budget, fleet, postgres, temporal)
-    try:
-        async with await connect(db_url) as conn:
-            await ensure_schema(conn)
-        await runs.start(run_ids)
-        fleet.start()
-        completed = await _drive(
-            runs, injector, len(run_ids), started + opts.deadline_s, progress, started
-        )
-        progress(f"[{time.monotonic() - started:6.1f} s] stopping the workers")
-        await fleet.stop()
-        progress(f"[{time.monotonic() - started:6.1f} s] checking every run in Postgres")
-        async with await connect(db_url) as conn:
-            violations = await check_runs(conn, run_ids, completed, tag)
-        if isinstance(runs, TemporalRuns):
-            runs.stop()
-            violations += [Violation(run_id=r, what=f"failed: {why}") for r, why in
-                           runs.failed.items()]  # fmt: skip
-        progress(f"[{time.monotonic() - started:6.1f} s] reading when each run made progress")
-        progress_at = await runs.progress_times(run_ids)
-    finally:
-        procs.kill_all()
-        for server in (temporal, postgres):
-            if server is not None:
-                with contextlib.suppress(Exception):
-                    await server.stop()
+    async with await connect(db_url) as conn:
+        await ensure_schema(conn)
+    await runs.start(run_ids)
+    fleet.start()
+    completed = await _drive(
+        runs, injector, len(run_ids), started + opts.deadline_s, progress, started
+    )
+    progress(f"[{time.monotonic() - started:6.1f} s] stopping the workers")
+    await fleet.stop()
+    progress(f"[{time.monotonic() - started:6.1f} s] checking every run in Postgres")
+    async with await connect(db_url) as conn:
+        violations = await check_runs(conn, run_ids, completed, tag)
+    if isinstance(runs, TemporalRuns):
+        runs.stop()
+        violations += [Violation(run_id=r, what=f"failed: {why}") for r, why in
+                       runs.failed.items()]  # fmt: skip
+    progress(f"[{time.monotonic() - started:6.1f} s] reading when each run made progress")
+    progress_at = await runs.progress_times(run_ids)
     recoveries = []
     for kill in injector.injected:
         if kill.fault is Fault.WORKER_KILL:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import psycopg
 from pydantic import BaseModel
 
-from agent.outcome import NO_CRASH_COUNTS, plural, read_run_state
+from agent.outcome import ONE_RUN_COUNTS, plural, read_run_state
 
 NO_RUN = "(no run)"
 _ORPHANS = """
@@ -35,7 +35,7 @@ async def check_runs(
         if run_id not in completed:
             violations.append(Violation(run_id=run_id, what="not completed"))
         state = await read_run_state(conn, run_id)
-        if state.counts != NO_CRASH_COUNTS:
+        if state.counts != ONE_RUN_COUNTS:
             violations.append(Violation(run_id=run_id, what=state.counts_text()))
         elif f"#{state.orders[0].id}" not in state.emails[0].body:
             violations.append(Violation(run_id=run_id, what="the email names another order"))

@@ -4,6 +4,8 @@ lab's, so that the lab kills and restarts only processes it started, never the p
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import signal
 import subprocess
 import time
@@ -16,10 +18,12 @@ from crashtest.devserver import (
     temporal_cli,
     wait_until_listening,
 )
+from crashtest.processes import wait_until_gone
 from infra.embedded_postgres import ensure_postgres, kill_postgres, stop_postgres
 from infra.errors import ConfigError, DatabaseUnavailable
 
 RESTART_TIMEOUT_S = 30
+PID_FILE = "temporal.pid"
 STOP_TIMEOUT_S = 10
 
 
@@ -52,10 +56,13 @@ class LabTemporal:
     """A Temporal dev server on `<folder>/temporal.db` (SQLite, with the project's tuning), on a
     port of its own: killed with SIGKILL and started again on the same file."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(
+        self, folder: Path, *, port: int | None = None, extra_flags: tuple[str, ...] = ()
+    ) -> None:
         self.folder = folder
-        self.port = free_port()
+        self.port = port or free_port()
         self.address = f"127.0.0.1:{self.port}"
+        self.extra_flags = extra_flags
         self.proc: subprocess.Popen[bytes] | None = None
 
     async def start(self) -> str:
@@ -68,12 +75,13 @@ class LabTemporal:
             raise ConfigError("the temporal CLI is missing: install the project (`make setup`)")
         command = dev_server_command(
             binary, port=self.port, ui_port=None, db_file=self.folder / "temporal.db"
-        )
+        ) + list(self.extra_flags)
         log = self.folder / "temporal.log"
         with log.open("ab") as out:
             self.proc = subprocess.Popen(
                 command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
             )
+        (self.folder / PID_FILE).write_text(str(self.proc.pid))
         wait_until_listening(self.proc, "127.0.0.1", self.port, log)
 
     async def kill(self) -> int:
@@ -99,3 +107,18 @@ class LabTemporal:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+def stop_leftovers(folder: Path) -> None:
+    """Stop the servers an earlier lab run left in `folder` (it was killed before it could),
+    before the folder is reused: only those the lab itself started there."""
+    with contextlib.suppress(DatabaseUnavailable):
+        stop_postgres(folder / "pg")
+    pid_file = folder / PID_FILE
+    if pid_file.exists():
+        pid = int(pid_file.read_text())
+        with contextlib.suppress(OSError):  # gone already (no /proc entry), or not ours to kill
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if str(folder).encode() in cmdline:  # that pid is still our server, not a reuse
+                os.kill(pid, signal.SIGKILL)
+                wait_until_gone([pid], STOP_TIMEOUT_S)

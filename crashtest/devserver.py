@@ -3,6 +3,11 @@
 Dynamic config (a cluster operator sets the same keys in the server's dynamic config file):
 - `history.transferProcessorMaxPollRPS=1000`: by default the history service reads its transfer
   queue at most 20 times a second, which adds ~30 ms to every workflow task (so to every step).
+- `history.timerProcessorMaxPollRPS=1000`: the timer queue has the same cap, and every finished
+  activity leaves a timeout timer that still fires (as a no-op) when its timeout comes. After a
+  burst of work those drain at the capped rate and real timers wait behind them: measured here,
+  after 300 runs, a 1 s timer fired 169 ms late instead of 3 ms and a killed worker's run took
+  3.87 s to recover instead of 3.34 s; with the setting, 2.8 ms and 3.34 s.
 - `history.timerProcessorMaxTimeShift="10ms"`: by default (1 s) the timer queue fires timers up to
   ~0.75 s late, and recovering from a killed worker waits on two timers (the heartbeat timeout,
   then the retry backoff). The shift absorbs clock skew between history hosts; the dev server is
@@ -22,6 +27,7 @@ from pathlib import Path
 
 DYNAMIC_CONFIG = {
     "history.transferProcessorMaxPollRPS": "1000",
+    "history.timerProcessorMaxPollRPS": "1000",
     "history.timerProcessorMaxTimeShift": '"10ms"',  # a JSON string
 }
 SQLITE_PRAGMAS = {"journal_mode": "wal"}

@@ -24,10 +24,14 @@ class Processes:
         log_dir.mkdir(parents=True, exist_ok=True)
 
     async def start(self, name: str, args: list[str], **env: str) -> asyncio.subprocess.Process:
-        """Start `python <args>`; stdout and stderr go to `name`.log."""
+        """Start `python <args>`; stdout and stderr go to `name`.log. The child dies with this
+        process, even if this process is SIGKILLed (see `die_with_parent`)."""
         with (self.log_dir / f"{name}.log").open("ab") as log:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable,
+                "-m",
+                "crashtest.processes",
+                str(os.getpid()),
                 *args,
                 cwd=self.cwd,
                 env={**self.base_env, **env},
@@ -120,3 +124,10 @@ def die_with_parent(parent_pid: int | None) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
     if parent_pid is not None and os.getppid() != parent_pid:
         os._exit(1)  # the parent died before the request was made: nobody will stop us
+
+
+if __name__ == "__main__":
+    # `python -m crashtest.processes PARENT_PID ARGS...`: ask to die with PARENT_PID, then become
+    # `python ARGS...` (the request survives exec), so any command can be started this way.
+    die_with_parent(int(sys.argv[1]))
+    os.execv(sys.executable, [sys.executable, *sys.argv[2:]])

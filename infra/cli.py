@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import sys
 from collections.abc import Coroutine
 from typing import Any, NoReturn
@@ -25,10 +26,21 @@ def run_main(main: Coroutine[Any, Any, int]) -> NoReturn:
     # reports the outage itself, in one line (infra.health).
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     try:
-        code = asyncio.run(main)
+        code = asyncio.run(_stopped_by_sigterm(main))
     except AgentError as err:
         print(f"error: {err}", file=sys.stderr)
         code = EXIT_EXPECTED_FAILURE
     except KeyboardInterrupt:
-        code = 130
+        code = 128 + signal.SIGINT
+    except asyncio.CancelledError:  # SIGTERM: the finally blocks ran, the children are stopped
+        code = 128 + signal.SIGTERM
     exit_now(code)
+
+
+async def _stopped_by_sigterm(main: Coroutine[Any, Any, int]) -> int:
+    """SIGTERM cancels the command, so that its cleanup runs (a command may replace this with a
+    handler of its own, as worker.py does for its graceful stop)."""
+    task = asyncio.current_task()
+    assert task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    return await main
