@@ -19,6 +19,7 @@ from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from agent.data import GroceryRequest, GroceryResult
+from agent.grocer import grocer_from_env
 from agent.outcome import read_run_state
 from infra.cli import run_main
 from infra.config import task_queue
@@ -73,6 +74,14 @@ async def wait_telling_why(handle: WorkflowHandle[Any, GroceryResult], queue: st
     return await result
 
 
+def reason(err: BaseException) -> str:
+    """The innermost cause's message: a failed run's `Activity task failed` wraps the step's own
+    error, which says what happened."""
+    while (inner := getattr(err, "cause", None)) is not None:
+        err = inner
+    return getattr(err, "message", None) or str(err)
+
+
 async def start_or_find(
     client: Client, request: GroceryRequest, workflow_id: str, queue: str
 ) -> tuple[GroceryResult, str, bool]:
@@ -92,8 +101,7 @@ async def start_or_find(
     try:
         result = await wait_telling_why(handle, queue)
     except WorkflowFailureError as err:
-        cause = getattr(err.cause, "message", None) or str(err.cause or err)
-        raise AgentError(f"run {workflow_id} failed: {cause}") from None
+        raise AgentError(f"run {workflow_id} failed: {reason(err)}") from None
     run_id = handle.result_run_id or handle.run_id or ""
     if not run_id:
         run_id = (await handle.describe()).run_id
@@ -106,11 +114,16 @@ async def main(args: argparse.Namespace) -> int:
     queue = args.task_queue or task_queue()
     if not queue.strip():
         raise ConfigError("the task queue name is empty")
-    async with await connect(database_url()) as conn:
-        await ensure_schema(conn)
-        client = await connect_temporal()
-        result, run_id, started = await start_or_find(client, request, workflow_id, queue)
-        state = await read_run_state(conn, workflow_id)
+    grocer = grocer_from_env()
+    try:
+        async with await connect(database_url()) as conn:
+            await ensure_schema(conn)
+            client = await connect_temporal()
+            result, run_id, started = await start_or_find(client, request, workflow_id, queue)
+            state = await read_run_state(conn, workflow_id, grocer)
+    finally:
+        if grocer is not None:
+            await grocer.client.close()
     link = f"{ui_url()}/namespaces/default/workflows/{workflow_id}/{run_id}/history"
     outcome = {
         "workflow_id": workflow_id,

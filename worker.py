@@ -25,6 +25,7 @@ from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Worker
 
 from activities.grocery import GroceryActivities, KeyStrategy
+from agent.grocer import Grocer, grocer_from_env
 from agent.llm import StubModel
 from agent.steps import STEP_NAMES
 from crashtest.interceptor import CrashInterceptor, PauseInterceptor
@@ -53,9 +54,12 @@ def key_strategy() -> KeyStrategy:
     return KeyStrategy.parse(env_str("KEY_STRATEGY") or "workflow")
 
 
-def make_worker(client: Client, pool: AsyncConnectionPool, queue: str) -> Worker:
+def make_worker(
+    client: Client, pool: AsyncConnectionPool, queue: str, grocer: Grocer | None
+) -> Worker:
     """The grocery worker; KEY_STRATEGY and STUB_MODEL_LATENCY_MS come from the environment."""
-    activities = GroceryActivities(pool, StubModel(model_latency_seconds()), key_strategy())
+    model = StubModel(model_latency_seconds())
+    activities = GroceryActivities(pool, model, key_strategy(), grocer)
     return Worker(
         client,
         task_queue=queue,
@@ -75,7 +79,7 @@ async def open_app_pool() -> AsyncConnectionPool:
 
 async def build_worker(client: Client, task_queue: str) -> Worker:
     """crashtest's FACTORY: the same worker; its pool lives as long as the process."""
-    return make_worker(client, await open_app_pool(), task_queue)
+    return make_worker(client, await open_app_pool(), task_queue, grocer_from_env())
 
 
 def dependencies(pool: AsyncConnectionPool, client: Client) -> dict[str, Probe]:
@@ -96,6 +100,7 @@ async def main() -> int:
     crash_at = crash_point_from_env(STEP_NAMES, checkpoint_after_last=False)
     pause = step_pause_seconds()
     strategy = key_strategy()
+    grocer = grocer_from_env()
     metrics_port = env_port("METRICS_PORT")
     model_latency_seconds()
     queue = task_queue()
@@ -120,7 +125,7 @@ async def main() -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        async with make_worker(client, pool, queue):
+        async with make_worker(client, pool, queue, grocer):
             log.info(
                 "worker ready: pid %d, task queue %s, keys %s%s",
                 os.getpid(),
@@ -133,6 +138,8 @@ async def main() -> int:
         health.cancel()
     finally:
         await pool.close()
+        if grocer is not None:
+            await grocer.client.close()
     return 0
 
 

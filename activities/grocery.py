@@ -29,6 +29,7 @@ from agent.data import (
     Summary,
     SummaryInput,
 )
+from agent.grocer import Grocer
 from agent.llm import Model
 from infra.config import parse_choice
 
@@ -76,10 +77,12 @@ class GroceryActivities:
         pool: AsyncConnectionPool,
         model: Model,
         key_strategy: KeyStrategy = KeyStrategy.WORKFLOW,
+        grocer: Grocer | None = None,
     ) -> None:
         self.pool = pool
         self.model = model
         self.key_strategy = key_strategy
+        self.grocer = grocer  # None: orders go to our own table
 
     async def _step(
         self, work: Callable[[psycopg.AsyncConnection, str, str | None], Awaitable[T]]
@@ -115,8 +118,11 @@ class GroceryActivities:
 
     @activity.defn
     async def place_order(self, choice: Choice) -> OrderPlaced:
+        first_attempt_at = activity.info().scheduled_time  # this attempt's is another field
         return await self._step(
-            lambda conn, run_id, key: steps.place_order(conn, run_id, choice.lines, key)
+            lambda conn, run_id, key: steps.place_order(
+                conn, run_id, choice.lines, key, self.grocer, first_attempt_at
+            )
         )
 
     @activity.defn

@@ -1,4 +1,5 @@
-"""What a run left in the database, whichever engine ran it (run_id = the workflow id there).
+"""What a run left behind, whichever engine ran it (run_id = the workflow id there): its rows in
+Postgres, and its order at the grocer when ORDER_BACKEND=grocer.
 
 The whole final state is read from Postgres in one round trip, the summary included: it is the
 answer of the run's last `summarise` model call, which both engines record.
@@ -11,7 +12,8 @@ import re
 import psycopg
 from pydantic import BaseModel
 
-from agent.steps import STEPS, SUMMARISE, Effect
+from agent.grocer import Grocer, grocer_from_env
+from agent.steps import STEPS, SUMMARISE, Effect, order_reference
 from infra.db import connect, database_url
 
 # One round trip: the counts and the content of a run's effects.
@@ -92,11 +94,18 @@ def _params(run_id: str) -> dict[str, object]:
     return {"r": run_id, "summarise": SUMMARISE.number}
 
 
-async def read_run_state(conn: psycopg.AsyncConnection, run_id: str) -> RunState:
+async def read_run_state(
+    conn: psycopg.AsyncConnection, run_id: str, grocer: Grocer | None = None
+) -> RunState:
+    """With the grocer, the run's orders are the ones the grocer holds under its reference."""
     cur = await conn.execute(_RUN_STATE, _params(run_id))
     row = await cur.fetchone()
     assert row is not None
-    return RunState(run_id=run_id, model_calls=row[0], orders=row[1], emails=row[2], summary=row[3])
+    orders = row[1]
+    if grocer is not None:
+        placed = await grocer.client.find(order_reference(run_id))
+        orders = [{"id": o.id, "items": [line.model_dump() for line in o.lines]} for o in placed]
+    return RunState(run_id=run_id, model_calls=row[0], orders=orders, emails=row[2], summary=row[3])
 
 
 def read_run_state_sync(conn: psycopg.Connection, run_id: str) -> RunState:
@@ -109,5 +118,10 @@ async def final_state(workflow_id: str) -> dict[str, object]:
     """A run's final state as JSON (the README's `--observe agent.outcome:final_state`): what the
     household got (order items, the email naming its order, the summary) and what was paid for
     (model calls), with this run's own order ids masked."""
-    async with await connect(database_url()) as conn:
-        return (await read_run_state(conn, workflow_id)).final_state()
+    grocer = grocer_from_env()
+    try:
+        async with await connect(database_url()) as conn:
+            return (await read_run_state(conn, workflow_id, grocer)).final_state()
+    finally:
+        if grocer is not None:
+            await grocer.client.close()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import Generic, TypeVar
 
@@ -21,6 +22,7 @@ from pydantic import BaseModel
 
 from agent.data import Choice, EmailSent, OrderLine, OrderPlaced, PantryReport, Plan, Summary
 from agent.effects import insert_once
+from agent.grocer import Grocer, key_may_have_expired
 from agent.llm import Model, call_model, make_prompt
 
 
@@ -95,15 +97,41 @@ async def choose(
     )
 
 
+def order_reference(run_id: str) -> str:
+    """The order's own id at the grocer: stable for the run, the same as its workflow-keyed
+    idempotency key (`{workflow_id}:{activity_id}`; the journal's `{run_id}:{step}`)."""
+    return f"{run_id}:{PLACE_ORDER.number}"
+
+
 async def place_order(
-    conn: psycopg.AsyncConnection, run_id: str, lines: list[OrderLine], key: str | None
+    conn: psycopg.AsyncConnection,
+    run_id: str,
+    lines: list[OrderLine],
+    key: str | None,
+    grocer: Grocer | None = None,
+    first_attempt_at: datetime | None = None,
 ) -> OrderPlaced:
-    """Place the order. With a key, a second call returns the first order instead of a new one."""
-    items = Jsonb([line.model_dump() for line in lines])
-    order_id, stored = await insert_once(
-        conn, "orders", {"run_id": run_id, "items": items}, key, ["id", "items"]
-    )
-    return OrderPlaced(order_id=order_id, lines=[OrderLine.model_validate(i) for i in stored])
+    """Place the order, in our own table or at the grocer. With a key, a repeat returns the
+    first order instead of a new one. At the grocer a key lives only its TTL: when the first
+    attempt is older than that, the order is first looked up by its reference (the effect
+    check), and placed only if it is not there."""
+    if grocer is None:
+        items = Jsonb([line.model_dump() for line in lines])
+        order_id, stored = await insert_once(
+            conn, "orders", {"run_id": run_id, "items": items}, key, ["id", "items"]
+        )
+        return OrderPlaced(order_id=order_id, lines=[OrderLine.model_validate(i) for i in stored])
+    reference = order_reference(run_id)
+    if (
+        grocer.effect_check
+        and first_attempt_at is not None
+        and key_may_have_expired(first_attempt_at, grocer.key_ttl_s)
+    ):
+        found = await grocer.client.find(reference)
+        if found:
+            return OrderPlaced(order_id=found[0].id, lines=found[0].lines)
+    order = await grocer.client.place(reference, lines, key)
+    return OrderPlaced(order_id=order.id, lines=order.lines)
 
 
 def recipient_for(household: str) -> str:

@@ -11,19 +11,21 @@ import asyncio
 import signal
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
 from agent.data import GroceryRequest
+from agent.grocer import Grocer, GrocerClient
 from agent.outcome import final_state, read_run_state
-from agent.steps import STEP_NAMES
-from crashlab.cells import RESET, Cell, CellResult, Engine
+from agent.steps import PLACE_ORDER, STEP_NAMES
+from crashlab.cells import KEY_EXPIRY, RESET, UNCHECKED, Cell, CellResult, Engine
 from crashlab.reset import reset_before_activity
+from crashlab.servers import LabGrocer
 from crashtest.points import CrashPoint
 from crashtest.processes import Processes
-from crashtest.runner import Boundary, Reference, Runner, Target
+from crashtest.runner import Boundary, Reference, Runner, Target, replace_observe
 from infra.temporal_client import DATA_CONVERTER
 from workflows.grocery import GroceryAgentWorkflow
 
@@ -31,6 +33,7 @@ HOUSEHOLD = "household-1"
 WEEK = "2026-W49"
 PROCESS_TIMEOUT_S = 60
 RESULT_TIMEOUT_S = 90
+KEY_TTL_S = 1.0  # the lab's grocer forgets an idempotency key after this
 
 
 class CellFailed(Exception):
@@ -60,6 +63,7 @@ class Lab:
     runner: Runner | None  # for the Temporal cells
     references: dict[Engine, Any] = field(default_factory=dict)
     temporal_reference: Reference | None = None
+    grocer: LabGrocer | None = None  # for the key-expiry cells, started on first use
 
     async def run_cell(self, cell: Cell) -> CellResult:
         started = time.monotonic()
@@ -74,6 +78,8 @@ class Lab:
             elif cell.crash_at == RESET:
                 state = await self._reset(cell, run_id)
                 matches = state == self.references["temporal"]
+            elif cell.crash_at == KEY_EXPIRY:
+                state, matches, error = await self._key_expiry(cell)
             else:
                 state, matches, error = await self._temporal(cell)
         except Exception as err:  # one broken cell is reported, and the matrix goes on
@@ -136,6 +142,37 @@ class Lab:
         result = await self.runner.cell(
             grocery_target(cell.design), boundary, self.temporal_reference
         )
+        return result.observed, result.matches, result.error
+
+    async def _key_expiry(self, cell: Cell) -> tuple[dict[str, Any], bool, str | None]:
+        """Orders at a grocer whose keys live KEY_TTL_S: the worker is killed once the grocer has
+        the order, and the fresh worker starts after the key has expired."""
+        assert self.runner is not None and self.temporal_reference is not None
+        if self.grocer is None:
+            self.grocer = LabGrocer(self.procs, KEY_TTL_S)
+            await self.grocer.start()
+        grocer = Grocer(GrocerClient(self.grocer.url), KEY_TTL_S)
+
+        async def observe(workflow_id: str) -> dict[str, Any]:
+            async with self.pool.connection() as conn:
+                return (await read_run_state(conn, workflow_id, grocer)).final_state()
+
+        checked = cell.design != UNCHECKED
+        target = replace(
+            grocery_target("workflow"),
+            env={"KEY_STRATEGY": "workflow", "ORDER_BACKEND": "grocer",
+                 "GROCER_URL": self.grocer.url, "GROCER_KEY_TTL_S": str(KEY_TTL_S),
+                 "ORDER_EFFECT_CHECK": "on" if checked else "off"},
+            resume_after_s=KEY_TTL_S,
+        )  # fmt: skip
+        runner = replace_observe(self.runner, observe)
+        point = CrashPoint.parse(f"after-effect:{PLACE_ORDER.number}")
+        try:
+            result = await runner.cell(
+                target, Boundary(point, PLACE_ORDER.name, None), self.temporal_reference
+            )
+        finally:
+            await grocer.client.close()
         return result.observed, result.matches, result.error
 
     async def _reset(self, cell: Cell, run_id: str) -> dict[str, Any]:

@@ -7,7 +7,15 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from crashlab.cells import CRASH_POINTS, JOURNAL_DESIGNS, RESET, TEMPORAL_DESIGNS, CellResult
+from crashlab.cells import (
+    CRASH_POINTS,
+    JOURNAL_DESIGNS,
+    KEY_EXPIRY,
+    RESET,
+    TEMPORAL_DESIGNS,
+    UNCHECKED,
+    CellResult,
+)
 
 
 class MatrixReport(BaseModel):
@@ -24,13 +32,13 @@ class MatrixReport(BaseModel):
     def columns(self) -> list[tuple[str, str]]:
         present = {(c.engine, c.design) for c in self.cells}
         order = [("journal", d) for d in JOURNAL_DESIGNS] + [
-            ("temporal", d) for d in TEMPORAL_DESIGNS
+            ("temporal", d) for d in (*TEMPORAL_DESIGNS, UNCHECKED)
         ]
         return [col for col in order if col in present]
 
     def rows(self) -> list[str]:
         present = {c.crash_at for c in self.cells}
-        return [p for p in (*CRASH_POINTS, RESET) if p in present]
+        return [p for p in (*CRASH_POINTS, RESET, KEY_EXPIRY) if p in present]
 
     def _cell_text(self, engine: str, design: str, crash_at: str) -> str:
         for c in self.cells:
@@ -59,5 +67,7 @@ class MatrixReport(BaseModel):
         return (
             "J = hand-rolled journal (design), T = Temporal (key strategy). Each cell: ✓ the final "
             "state equals a run that never crashed, ✗ it does not; then model calls/orders/emails "
-            "(no crash: 3/1/1). (!) marks a cell whose outcome is not the one its design predicts."
+            "(no crash: 3/1/1). (!) marks a cell whose outcome is not the one its design predicts. "
+            "key-expiry: orders at the grocer, whose keys live 1 s, resumed after they expired; "
+            "T workflow looks the order up by its reference first, T workflow-unchecked does not."
         )

@@ -18,7 +18,7 @@ from crashtest.devserver import (
     temporal_cli,
     wait_until_listening,
 )
-from crashtest.processes import wait_until_gone
+from crashtest.processes import Processes, wait_until_gone
 from infra.embedded_postgres import ensure_postgres, kill_postgres, stop_postgres
 from infra.errors import ConfigError, DatabaseUnavailable
 
@@ -122,3 +122,27 @@ def stop_leftovers(folder: Path) -> None:
             if str(folder).encode() in cmdline:  # that pid is still our server, not a reuse
                 os.kill(pid, signal.SIGKILL)
                 wait_until_gone([pid], STOP_TIMEOUT_S)
+
+
+class LabGrocer:
+    """A grocer of the lab's own (`python -m grocer`, tracked with the lab's other processes),
+    whose idempotency keys live `key_ttl_s`."""
+
+    def __init__(self, procs: Processes, key_ttl_s: float) -> None:
+        self.procs = procs
+        self.key_ttl_s = key_ttl_s
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    async def start(self) -> str:
+        proc = await self.procs.start(
+            f"grocer-{self.port}", ["-m", "grocer", "--port", str(self.port)],
+            GROCER_KEY_TTL_S=str(self.key_ttl_s),
+        )  # fmt: skip
+        deadline = time.monotonic() + RESTART_TIMEOUT_S
+        while not listening("127.0.0.1", self.port):
+            if proc.returncode is not None or time.monotonic() > deadline:
+                last = self.procs.last_line(f"grocer-{self.port}")
+                raise ConfigError(f"the lab's grocer did not start: {last}")
+            await asyncio.sleep(0.1)
+        return self.url

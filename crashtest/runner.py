@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import inspect
 import itertools
 import json
@@ -57,6 +58,7 @@ class Target:
     input: Any  # the workflow's one argument, as JSON
     data_converter: str | None = None  # MODULE:NAME, for the worker processes' clients
     env: Mapping[str, str] = field(default_factory=dict)  # more environment for the workers
+    resume_after_s: float = 0.0  # wait this long after the kill before the fresh worker starts
 
 
 @dataclass(frozen=True)
@@ -250,6 +252,7 @@ class Runner:
                         f"{crash_at}: {self.procs.last_line(f'{queue}-a')}"
                     )
                 killed_at = time.monotonic()
+                await asyncio.sleep(target.resume_after_s)  # e.g. past an idempotency key's TTL
                 worker = await self.start_worker(target, f"{queue}-b", queue)
                 workers.append(worker)
             await self._until_one_ends(run.handle, result, worker, deadline)
@@ -304,6 +307,14 @@ class Runner:
                         raise _CellFailed(stuck)
         finally:
             exited.cancel()
+
+
+def replace_observe(runner: Runner, observe: Observe) -> Runner:
+    """The same runner (client, processes, deadline, workflow ids) with another view of the
+    final state."""
+    other = copy.copy(runner)
+    other.observe_fn = observe
+    return other
 
 
 ProgressFn = Callable[[int, int, Cell], None]

@@ -7,6 +7,7 @@ import argparse
 from infra.cli import run_main
 from infra.config import data_dir
 from infra.embedded_postgres import stop_postgres
+from infra.grocer_server import stop_grocer
 from infra.temporal_server import is_listening, stop_dev_server
 
 
@@ -17,6 +18,7 @@ async def main(args: argparse.Namespace) -> int:
         print("Temporal dev server: the one on :7233 was not started by this project; left alone")
     else:
         print("Temporal dev server: not running")
+    print("grocer: stopped" if stop_grocer() else "grocer: not running")
     if stop_postgres():  # returns once the postmaster and its backends have exited
         print("embedded Postgres: stopped")
     elif (data_dir() / "pg" / "PG_VERSION").exists():

@@ -59,6 +59,15 @@ def task_queue() -> str:
     return env_str("TASK_QUEUE") or DEFAULT_TASK_QUEUE
 
 
+def grocer_key_ttl_s() -> float:
+    """GROCER_KEY_TTL_S (default 86400, a day): how long the grocer remembers an idempotency key,
+    and how long the order step trusts a key to still be remembered."""
+    ttl = env_number("GROCER_KEY_TTL_S", 86400.0)
+    if ttl <= 0:
+        raise ConfigError(f"GROCER_KEY_TTL_S={ttl:g} must be more than 0")
+    return ttl
+
+
 def model_latency_seconds() -> float:
     """STUB_MODEL_LATENCY_MS: how long the stub model 'thinks' (default 0), so a person can kill
     a run in the middle of a model call."""

@@ -9,27 +9,16 @@ project starts goes through.
 
 from __future__ import annotations
 
-import fcntl
-import os
-import signal
-import subprocess
 from pathlib import Path
 
-from crashtest.devserver import (
-    LOCAL_SERVER,
-    DevServerError,
-    dev_server_command,
-    listening,
-    temporal_cli,
-    wait_until_listening,
-)
-from crashtest.processes import wait_until_gone
+from crashtest.devserver import LOCAL_SERVER, dev_server_command, listening, temporal_cli
 from infra.config import data_dir, env_str
 from infra.errors import ConfigError
+from infra.local_service import ensure_running, stop
 
 HOST, PORT = LOCAL_SERVER
 UI_PORT = 8233
-STOP_TIMEOUT_S = 10
+NAME = "temporal"
 
 
 def temporal_binary() -> Path:
@@ -55,50 +44,13 @@ def temporal_address() -> str:
 
 
 def ensure_dev_server() -> str:
-    address = f"{HOST}:{PORT}"
-    if is_listening():
-        return address
-    folder = data_dir()
-    # Two commands started at once must not both start a server: the second waits for the first.
-    with (folder / "temporal.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not is_listening():
-            _start_dev_server(folder)
-    return address
-
-
-def _start_dev_server(folder: Path) -> None:
-    log_path = folder / "temporal.log"
     command = dev_server_command(
-        temporal_binary(), ip=HOST, port=PORT, ui_port=UI_PORT, db_file=folder / "temporal.db"
+        temporal_binary(), ip=HOST, port=PORT, ui_port=UI_PORT, db_file=data_dir() / "temporal.db"
     )
-    with log_path.open("ab") as log:
-        proc = subprocess.Popen(
-            command,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,  # outlives this command, is not killed by its Ctrl-C
-        )
-    (folder / "temporal.pid").write_text(str(proc.pid))
-    try:
-        wait_until_listening(proc, HOST, PORT, log_path)
-    except DevServerError as err:
-        raise ConfigError(str(err)) from None
+    ensure_running(NAME, command, HOST, PORT)
+    return f"{HOST}:{PORT}"
 
 
 def stop_dev_server() -> bool:
     """Stop the dev server this project started (by its pid file). True if one was stopped."""
-    pid_file = data_dir() / "temporal.pid"
-    if not pid_file.exists():
-        return False
-    pid = int(pid_file.read_text())
-    pid_file.unlink()
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return False
-    if not wait_until_gone([pid], STOP_TIMEOUT_S):
-        os.kill(pid, signal.SIGKILL)
-        wait_until_gone([pid], STOP_TIMEOUT_S)
-    return True
+    return stop(NAME)

@@ -14,6 +14,7 @@ import argparse
 import psycopg
 from psycopg_pool import PoolTimeout
 
+from agent.grocer import grocer_from_env
 from agent.llm import StubModel
 from agent.outcome import read_run_state
 from agent.steps import STEP_NAMES
@@ -53,14 +54,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 async def resume(args: argparse.Namespace) -> int:
     model = StubModel(model_latency_seconds())
     pause = step_pause_seconds()
+    grocer = grocer_from_env()
     url = database_url()
     pool = await open_pool(url, max_size=args.concurrency + 1)
     try:
         async with pool.connection() as conn:
             await ensure_schema(conn)
         done = await resume_unfinished(
-            pool, model, concurrency=args.concurrency, until_done=args.until_done, pause=pause
-        )
+            pool, model, concurrency=args.concurrency, until_done=args.until_done, pause=pause,
+            grocer=grocer,
+        )  # fmt: skip
     except (psycopg.OperationalError, PoolTimeout) as err:
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise DatabaseUnavailable(
@@ -68,6 +71,8 @@ async def resume(args: argparse.Namespace) -> int:
         ) from None
     finally:
         await pool.close()
+        if grocer is not None:
+            await grocer.client.close()
     parts = [f"resumed {len(done.completed)} runs to completion"]
     if done.busy:
         parts.append(f"{len(done.busy)} being run by other processes")
@@ -82,24 +87,29 @@ async def resume(args: argparse.Namespace) -> int:
 async def main(args: argparse.Namespace) -> int:
     if args.command == "resume":
         return await resume(args)
-    if args.command == "run":
-        design = Design.parse(args.design)  # validate everything before touching the database
+    if args.command == "run":  # every setting checked before anything is touched
+        design = Design.parse(args.design)
         crash_at = crash_point_from_env(STEP_NAMES, checkpoint_after_last=True)
         model = StubModel(model_latency_seconds())
         pause = step_pause_seconds()
-    async with await connect(database_url()) as conn:
-        await ensure_schema(conn)
-        if args.command == "run":
-            summary = await run_to_completion(
-                conn, model, args.run_id, design, args.household, crash_at, pause
-            )
-            print(f"run {args.run_id} ({design}) completed: {summary.text}")
-        state = await read_run_state(conn, args.run_id)
-        if not state.exists():
-            raise UnknownRun(f"no run with id {args.run_id!r}")
-        print(f"run {args.run_id}: {state.counts_text()}")
-        if args.command == "show" and state.summary:
-            print(f"summary: {state.summary}")
+    grocer = grocer_from_env()
+    try:
+        async with await connect(database_url()) as conn:
+            await ensure_schema(conn)
+            if args.command == "run":
+                summary = await run_to_completion(
+                    conn, model, args.run_id, design, args.household, crash_at, pause, grocer
+                )
+                print(f"run {args.run_id} ({design}) completed: {summary.text}")
+            state = await read_run_state(conn, args.run_id, grocer)
+    finally:
+        if grocer is not None:
+            await grocer.client.close()
+    if not state.exists():
+        raise UnknownRun(f"no run with id {args.run_id!r}")
+    print(f"run {args.run_id}: {state.counts_text()}")
+    if args.command == "show" and state.summary:
+        print(f"summary: {state.summary}")
     return 0
 
 

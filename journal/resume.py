@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from psycopg_pool import AsyncConnectionPool
 
+from agent.grocer import Grocer
 from agent.llm import Model
 from infra.errors import AgentError
 from journal.agent import run_to_completion
@@ -40,6 +41,7 @@ async def resume_unfinished(
     concurrency: int,
     until_done: bool = False,
     pause: Pause | None = None,
+    grocer: Grocer | None = None,
 ) -> Resumed:
     """Run every unfinished run to its end, `concurrency` at a time. With `until_done`, keep
     going until none is left, waiting for the runs other processes hold. A run that fails for a
@@ -52,8 +54,9 @@ async def resume_unfinished(
         async with limit, pool.connection() as conn:
             try:
                 await run_to_completion(
-                    conn, model, run_id, Design.parse(design), household, pause=pause
-                )
+                    conn, model, run_id, Design.parse(design), household, pause=pause,
+                    grocer=grocer,
+                )  # fmt: skip
             except RunBusy:
                 resumed.busy.add(run_id)
                 return

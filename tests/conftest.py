@@ -4,6 +4,10 @@ Helpers live in `tests/helpers.py`."""
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,7 +19,7 @@ from psycopg.conninfo import make_conninfo
 from temporalio.client import Client
 
 from infra.db import connect_sync, database_url, ensure_schema_sync
-from tests.helpers import WorkerProcess
+from tests.helpers import ROOT, WorkerProcess, child_env
 
 
 @pytest.fixture(scope="session")
@@ -42,6 +46,33 @@ def fresh_db_url(db_url: str, db: psycopg.Connection) -> Iterator[str]:
         ensure_schema_sync(conn)
     yield url
     db.execute(sql.SQL("drop database {} with (force)").format(sql.Identifier(name)))
+
+
+GROCER_TTL_S = 1.0
+
+
+@pytest.fixture(scope="session")
+def grocer_url(db_url: str) -> Iterator[str]:
+    """`python -m grocer` on a free port, its keys living GROCER_TTL_S."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "grocer", "--port", str(port)],
+        cwd=ROOT, env=child_env(db_url, GROCER_KEY_TTL_S=str(GROCER_TTL_S)),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr
+            time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}"
+    proc.terminate()
+    assert proc.wait(10) == 0  # SIGTERM is a clean stop
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ from tests.helpers import child_env, run_python
 
 def test_expected_outcomes_follow_the_designs() -> None:
     expect = {(c.engine, c.design, c.crash_at): c.expected_match for c in all_cells("all")}
-    assert len(expect) == 4 * 12 + 3 * 13
+    assert len(expect) == 4 * 12 + 3 * 13 + 2  # + key-expiry, with and without the effect check
     assert not expect["journal", "naive", "after-checkpoint:1"]
     assert not expect["journal", "checkpoint", "after-effect:4"]
     assert expect["journal", "checkpoint", "after-effect:2"]  # the pantry check only reads
@@ -23,6 +23,8 @@ def test_expected_outcomes_follow_the_designs() -> None:
     assert not expect["temporal", "none", "after-effect:5"]
     assert not expect["temporal", "run", "reset"]
     assert expect["temporal", "workflow", "reset"]
+    assert expect["temporal", "workflow", "key-expiry"]
+    assert not expect["temporal", "workflow-unchecked", "key-expiry"]
     assert all(v for (e, d, _), v in expect.items() if d in ("durable", "transactional"))
 
 
@@ -75,3 +77,19 @@ def test_matrix_subset_end_to_end(db_url: str, temporal_address: str, tmp_path: 
     matches = {k for k, c in got.items() if c["matches_no_crash"]}
     assert matches == {k for k, v in counts.items() if v == (3, 1, 1)}
     assert "| crash at |" in out_md.read_text()
+
+
+def test_key_expiry_needs_the_effect_check(
+    db_url: str, temporal_address: str, tmp_path: Path
+) -> None:
+    """Orders at the grocer, whose keys live 1 s; the worker killed once the grocer has the order
+    and the run resumed after the key expired: one order if the step looks it up first, two if
+    not."""
+    out = tmp_path / "ke.json"
+    args = ["-m", "crashlab", "matrix", "--engine", "temporal", "--crash-points", "key-expiry",
+            "--json", str(out)]  # fmt: skip
+    done = run_python(args, child_env(db_url, TEMPORAL_ADDRESS=temporal_address), 120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    cells = {c["design"]: c for c in json.loads(out.read_text())["cells"]}
+    outcome = {d: (c["orders"], c["matches_no_crash"]) for d, c in cells.items()}
+    assert outcome == {"workflow": (1, True), "workflow-unchecked": (2, False)}

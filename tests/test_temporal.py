@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError
 
 from agent.data import GroceryRequest, GroceryResult
+from starter import this_week
 from tests.helpers import (
     WorkerProcess,
     assert_one_line_error,
@@ -32,10 +34,10 @@ HISTORY = Path(__file__).parent / "histories" / "grocery_completed.json"
 RESULT_TIMEOUT_S = 60
 
 
-def starter(db_url: str, address: str, queue: str, *args: str) -> dict[str, object]:
+def starter(db_url: str, address: str, queue: str, *args: str, **env: str) -> dict[str, object]:
     done = run_python(
         ["starter.py", "--task-queue", queue, "--json", *args],
-        child_env(db_url, TEMPORAL_ADDRESS=address),
+        child_env(db_url, TEMPORAL_ADDRESS=address, **env),
         RESULT_TIMEOUT_S,
     )
     assert done.returncode == 0, done.stderr
@@ -182,3 +184,46 @@ def test_starter_rejects_a_bad_week(db_url: str, temporal_address: str) -> None:
     assert done.returncode == 2  # argparse's usage line, then the error
     assert "expected an ISO week like 2026-W49" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def grocer_faults(grocer_url: str, *faults: str) -> None:
+    request = urllib.request.Request(
+        f"{grocer_url}/_faults", data=json.dumps({"next": list(faults)}).encode(), method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=5) as response:
+        assert response.status == 200
+
+
+async def test_the_grocer_slowing_us_down_is_retried(
+    db_url: str, temporal_address: str, grocer_url: str,
+    workers: Callable[..., WorkerProcess], client: Client,
+) -> None:  # fmt: skip
+    """A 429 and a 500 from the grocer: Temporal retries the order; one order in the end."""
+    queue, household = new_run_id("q"), new_run_id("h")
+    workers(queue, ORDER_BACKEND="grocer", GROCER_URL=grocer_url)
+    grocer_faults(grocer_url, "rate-limit", "error")
+    out = await asyncio.to_thread(
+        starter, db_url, temporal_address, queue, "--household", household,
+        ORDER_BACKEND="grocer", GROCER_URL=grocer_url,
+    )  # fmt: skip
+    assert (out["model_calls"], out["orders"], out["emails"]) == (3, 1, 1)
+    assert (await attempts(client, str(out["workflow_id"])))[3] == 3
+
+
+async def test_an_order_the_grocer_refuses_fails_the_run_at_once(
+    db_url: str, temporal_address: str, grocer_url: str,
+    workers: Callable[..., WorkerProcess], client: Client, db: psycopg.Connection,
+) -> None:  # fmt: skip
+    queue, household = new_run_id("q"), new_run_id("h")
+    workers(queue, ORDER_BACKEND="grocer", GROCER_URL=grocer_url)
+    grocer_faults(grocer_url, "refuse")
+    done = await asyncio.to_thread(
+        run_python,
+        ["starter.py", "--task-queue", queue, "--household", household],
+        child_env(db_url, TEMPORAL_ADDRESS=temporal_address, ORDER_BACKEND="grocer",
+                  GROCER_URL=grocer_url), RESULT_TIMEOUT_S,
+    )  # fmt: skip
+    assert_one_line_error(done, "failed: the grocer refused POST /orders (400)")
+    workflow_id = f"grocery-{household}-{this_week()}"
+    assert await attempts(client, workflow_id) == [1, 1, 1, 1]  # not retried
+    assert state(db, workflow_id).emails == []

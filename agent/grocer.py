@@ -1,0 +1,118 @@
+"""The agent's client for the grocer's API, and when to look an order up before placing it.
+
+A 429, a 5xx, a dropped connection or a timeout is `GrocerUnavailable`: worth retrying (Temporal
+retries the activity). Any other 4xx is `GrocerRefused`: retrying the same request will not
+help, so the run fails with the grocer's own reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+import aiohttp
+from pydantic import BaseModel
+
+from agent.data import OrderLine
+from infra.config import env_str, grocer_key_ttl_s, parse_choice
+from infra.errors import AgentError
+from infra.grocer_server import grocer_url
+
+TIMEOUT_S = 10.0
+
+
+class GrocerUnavailable(AgentError):
+    """The grocer did not take the request this time (429, 5xx, no answer): try again."""
+
+
+class GrocerRefused(AgentError):
+    """The grocer refused the request (a 4xx other than 429): trying again will not help."""
+
+
+class GrocerOrder(BaseModel):
+    id: int
+    reference: str
+    lines: list[OrderLine]
+    created_at: datetime
+
+
+def key_may_have_expired(first_attempt_at: datetime, key_ttl_s: float) -> bool:
+    """Whether the grocer may have forgotten a key first used no earlier than `first_attempt_at`.
+    A key lives `key_ttl_s` from its first use; the margin covers the two clocks' skew."""
+    margin = min(60.0, key_ttl_s / 2)
+    age = (datetime.now(UTC) - first_attempt_at).total_seconds()
+    return age >= key_ttl_s - margin
+
+
+class GrocerClient:
+    def __init__(self, base_url: str, timeout_s: float = TIMEOUT_S) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._session: aiohttp.ClientSession | None = None
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None:  # made inside the running event loop, on first use
+            self._session = aiohttp.ClientSession(timeout=self.timeout)
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    async def place(self, reference: str, lines: list[OrderLine], key: str | None) -> GrocerOrder:
+        headers = {"Idempotency-Key": key} if key else {}
+        body = {"reference": reference, "lines": [line.model_dump() for line in lines]}
+        data = await self._call("POST", "/orders", json=body, headers=headers)
+        return GrocerOrder.model_validate(data)
+
+    async def find(self, reference: str) -> list[GrocerOrder]:
+        """The orders placed under `reference`, oldest first."""
+        data = await self._call("GET", "/orders", params={"reference": reference})
+        return [GrocerOrder.model_validate(o) for o in data["orders"]]
+
+    async def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        url = f"{self.base_url}{path}"
+        try:
+            async with self._http().request(method, url, **kwargs) as response:
+                status = response.status
+                data = await response.json(content_type=None)
+        except (aiohttp.ClientError, TimeoutError, ValueError) as err:
+            reason = str(err) or type(err).__name__
+            raise GrocerUnavailable(f"no answer from the grocer at {url}: {reason}") from None
+        if status < 300:
+            return data
+        error = data.get("error", data) if isinstance(data, dict) else data
+        if status == 429 or status >= 500:
+            raise GrocerUnavailable(f"the grocer answered {status}: {error}")
+        raise GrocerRefused(f"the grocer refused {method} {path} ({status}): {error}")
+
+
+class OrderBackend(StrEnum):
+    POSTGRES = "postgres"  # our own orders table (the seed's comparison, like for like)
+    GROCER = "grocer"  # the grocer's API: someone else's system, with expiring keys
+
+
+@dataclass(frozen=True)
+class Grocer:
+    """Where orders go when ORDER_BACKEND=grocer, and whether to look an order up by its
+    reference before placing it when its key may have expired (ORDER_EFFECT_CHECK)."""
+
+    client: GrocerClient
+    key_ttl_s: float
+    effect_check: bool = True
+
+
+def grocer_from_env() -> Grocer | None:
+    """The grocer if ORDER_BACKEND=grocer (None: orders go to our own table)."""
+    backend = parse_choice(OrderBackend, env_str("ORDER_BACKEND") or "postgres", "order backend")
+    if backend is OrderBackend.POSTGRES:
+        return None
+    check = parse_choice(Switch, env_str("ORDER_EFFECT_CHECK") or "on", "ORDER_EFFECT_CHECK")
+    return Grocer(GrocerClient(grocer_url()), grocer_key_ttl_s(), effect_check=check is Switch.ON)
+
+
+class Switch(StrEnum):
+    ON = "on"
+    OFF = "off"

@@ -1,0 +1,66 @@
+"""`python -m grocer [--host 127.0.0.1] [--port 8300]`: run the grocer in the foreground.
+
+GROCER_KEY_TTL_S (default 86400): how long an idempotency key is remembered. DATABASE_URL (unset:
+the embedded Postgres) holds its tables, in the schema `grocer`. SIGTERM or Ctrl-C stops it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+
+from aiohttp import web
+
+from grocer.app import make_app
+from grocer.faults import Faults
+from grocer.store import Store
+from infra.cli import run_main
+from infra.config import grocer_key_ttl_s
+from infra.db import database_url, open_pool
+from infra.errors import ConfigError
+
+log = logging.getLogger("grocer")
+DEFAULT_PORT = 8300
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m grocer", description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
+    args = parser.parse_args()
+    if not 0 < args.port < 65536:
+        parser.error("--port must be 1-65535")
+    return args
+
+
+async def main(args: argparse.Namespace) -> int:
+    ttl = grocer_key_ttl_s()
+    pool = await open_pool(database_url())
+    try:
+        store = Store(pool, ttl)
+        await store.ensure_schema()
+        runner = web.AppRunner(make_app(store, Faults()), access_log=None)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, args.host, args.port).start()
+        except OSError as err:
+            raise ConfigError(f"the grocer cannot listen on {args.host}:{args.port}: "
+                              f"{err.strerror}") from None  # fmt: skip
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        log.info("grocer ready on http://%s:%d (idempotency keys live %g s)",
+                 args.host, args.port, ttl)  # fmt: skip
+        await stop.wait()
+        await runner.cleanup()
+    finally:
+        await pool.close()
+    return 0
+
+
+if __name__ == "__main__":
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    run_main(main(parse_args()))

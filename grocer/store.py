@@ -1,0 +1,110 @@
+"""The grocer's orders and idempotency keys, in Postgres."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from importlib import resources
+
+import psycopg
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+from pydantic import BaseModel, Field
+
+_SCHEMA_LOCK_ID = 0x67726372  # "grcr": concurrent starts create the schema once
+
+
+class Line(BaseModel):
+    item: str = Field(min_length=1)
+    quantity: int = Field(ge=1)
+
+
+class OrderRequest(BaseModel):
+    reference: str = Field(min_length=1)
+    lines: list[Line] = Field(min_length=1)
+
+    def fingerprint(self) -> str:
+        return hashlib.sha256(json.dumps(self.model_dump(), sort_keys=True).encode()).hexdigest()
+
+
+class Order(BaseModel):
+    id: int
+    reference: str
+    lines: list[Line]
+    created_at: datetime
+
+
+class KeyReused(Exception):
+    """The idempotency key was used, within its TTL, for another request."""
+
+
+_ORDER = "id, reference, lines, created_at"
+
+
+def _order(row: tuple[object, ...]) -> Order:
+    return Order.model_validate(dict(zip(("id", "reference", "lines", "created_at"), row,
+                                         strict=True)))  # fmt: skip
+
+
+class Store:
+    def __init__(self, pool: AsyncConnectionPool, key_ttl_s: float) -> None:
+        self.pool = pool
+        self.key_ttl_s = key_ttl_s
+
+    async def ensure_schema(self) -> None:
+        sql = resources.files("grocer").joinpath("schema.sql").read_text()
+        async with self.pool.connection() as conn, conn.transaction():
+            await conn.execute("select pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_ID,))
+            await conn.execute(sql)
+
+    async def place(self, request: OrderRequest, key: str | None) -> tuple[Order, bool]:
+        """The order, and whether it is a replay of an earlier request with the same key."""
+        async with self.pool.connection() as conn, conn.transaction():
+            if key is not None:
+                replay = await self._replay(conn, key, request)
+                if replay is not None:
+                    return replay, True
+            cur = await conn.execute(
+                f"insert into grocer.orders (reference, lines) values (%s, %s) returning {_ORDER}",
+                (request.reference, Jsonb([line.model_dump() for line in request.lines])),
+            )
+            row = await cur.fetchone()
+            assert row is not None
+            order = _order(row)
+            if key is not None:  # remembered from now on, for the TTL
+                await conn.execute(
+                    "insert into grocer.idempotency_keys (key, request_hash, order_id)"
+                    " values (%s, %s, %s) on conflict (key) do update set"
+                    " request_hash = excluded.request_hash, order_id = excluded.order_id,"
+                    " created_at = now()",
+                    (key, request.fingerprint(), order.id),
+                )
+        return order, False
+
+    async def _replay(
+        self, conn: psycopg.AsyncConnection, key: str, request: OrderRequest
+    ) -> Order | None:
+        """The order a live key was used for (None if the key is new or expired)."""
+        # Repeats of one key, at the same moment, wait for each other here.
+        await conn.execute("select pg_advisory_xact_lock(hashtextextended(%s, 7))", (key,))
+        cur = await conn.execute(
+            f"select k.request_hash, {', '.join('o.' + c for c in _ORDER.split(', '))}"
+            " from grocer.idempotency_keys k join grocer.orders o on o.id = k.order_id"
+            " where k.key = %s and k.created_at > now() - make_interval(secs => %s)",
+            (key, self.key_ttl_s),
+        )
+        row = await cur.fetchone()
+        if row is None:
+            return None
+        if row[0] != request.fingerprint():
+            raise KeyReused(f"idempotency key {key!r} was used for another request")
+        return _order(row[1:])
+
+    async def by_reference(self, reference: str) -> list[Order]:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                f"select {_ORDER} from grocer.orders where reference = %s order by id",
+                (reference,),
+            )
+            return [_order(row) for row in await cur.fetchall()]
