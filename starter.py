@@ -14,12 +14,20 @@ import re
 import sys
 from typing import Any
 
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+import psycopg
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+)
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError
 
 from agent.data import GroceryRequest, GroceryResult
 from agent.grocer import grocer_from_env
+from agent.llm import forget_recorded_answers
 from agent.outcome import read_run_state
 from infra.cli import run_main
 from infra.config import task_queue
@@ -49,6 +57,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--workflow-id", default=None, help="override the business id")
     parser.add_argument("--task-queue", default=None, help="default: TASK_QUEUE or grocery-agent")
     parser.add_argument("--json", action="store_true", help="print the outcome as one JSON object")
+    parser.add_argument(
+        "--again",
+        action="store_true",
+        help="run a week whose run failed again: its recorded model answers are set aside, so "
+        "the model is asked again; an order or email it made is found, not made again",
+    )
     args = parser.parse_args()
     args.week = args.week or this_week()
     if not _NAME.match(args.household):
@@ -82,18 +96,44 @@ def reason(err: BaseException) -> str:
     return getattr(err, "message", None) or str(err)
 
 
+FAILED = {
+    WorkflowExecutionStatus.FAILED,
+    WorkflowExecutionStatus.TERMINATED,
+    WorkflowExecutionStatus.TIMED_OUT,
+    WorkflowExecutionStatus.CANCELED,
+}
+
+
+async def prepare_again(client: Client, conn: psycopg.AsyncConnection, workflow_id: str) -> None:
+    """Check that the week's last run failed, and set its recorded model answers aside."""
+    try:
+        status = (await client.get_workflow_handle(workflow_id).describe()).status
+    except RPCError:
+        raise AgentError(f"{workflow_id} has not run: --again runs a failed week again") from None
+    if status not in FAILED:
+        name = status.name.lower() if status else "unknown"
+        raise AgentError(f"{workflow_id} is {name}: --again runs only a failed week again")
+    await forget_recorded_answers(conn, workflow_id)
+
+
 async def start_or_find(
-    client: Client, request: GroceryRequest, workflow_id: str, queue: str
+    client: Client, request: GroceryRequest, workflow_id: str, queue: str, again: bool = False
 ) -> tuple[GroceryResult, str, bool]:
-    """Start the run, or find the one that already has this id. Returns (result, run id, new?)."""
+    """Start the run, or find the one that already has this id. Returns (result, run id, new?).
+
+    The workflow id is the business id: a second start for the same week is refused by the
+    reuse policy, so it finds the first run instead of ordering again; `again` allows a new run
+    only when the last one failed (ALLOW_DUPLICATE_FAILED_ONLY)."""
+    policy = (
+        WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY
+        if again
+        else WorkflowIDReusePolicy.REJECT_DUPLICATE
+    )
     try:
         handle = await client.start_workflow(
-            GroceryAgentWorkflow.run,
-            request,
-            id=workflow_id,
-            task_queue=queue,
-            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-        )
+            GroceryAgentWorkflow.run, request, id=workflow_id, task_queue=queue,
+            id_reuse_policy=policy,
+        )  # fmt: skip
         started = True
     except WorkflowAlreadyStartedError:
         handle = client.get_workflow_handle_for(GroceryAgentWorkflow.run, workflow_id)
@@ -101,7 +141,8 @@ async def start_or_find(
     try:
         result = await wait_telling_why(handle, queue)
     except WorkflowFailureError as err:
-        raise AgentError(f"run {workflow_id} failed: {reason(err)}") from None
+        hint = "" if again else "; run it again with --again"
+        raise AgentError(f"run {workflow_id} failed: {reason(err)}{hint}") from None
     run_id = handle.result_run_id or handle.run_id or ""
     if not run_id:
         run_id = (await handle.describe()).run_id
@@ -119,7 +160,11 @@ async def main(args: argparse.Namespace) -> int:
         async with await connect(database_url()) as conn:
             await ensure_schema(conn)
             client = await connect_temporal()
-            result, run_id, started = await start_or_find(client, request, workflow_id, queue)
+            if args.again:
+                await prepare_again(client, conn, workflow_id)
+            result, run_id, started = await start_or_find(
+                client, request, workflow_id, queue, args.again
+            )
             state = await read_run_state(conn, workflow_id, grocer)
     finally:
         if grocer is not None:

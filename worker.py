@@ -26,7 +26,7 @@ from temporalio.worker import Worker
 
 from activities.grocery import GroceryActivities, KeyStrategy
 from agent.grocer import Grocer, grocer_from_env
-from agent.llm import StubModel
+from agent.llm import model_from_env
 from agent.steps import STEP_NAMES
 from crashtest.interceptor import CrashInterceptor, PauseInterceptor
 from infra.cli import run_main
@@ -34,7 +34,6 @@ from infra.config import (
     crash_point_from_env,
     env_port,
     env_str,
-    model_latency_seconds,
     step_pause_seconds,
     task_queue,
 )
@@ -58,7 +57,7 @@ def make_worker(
     client: Client, pool: AsyncConnectionPool, queue: str, grocer: Grocer | None
 ) -> Worker:
     """The grocery worker; KEY_STRATEGY and STUB_MODEL_LATENCY_MS come from the environment."""
-    model = StubModel(model_latency_seconds())
+    model = model_from_env()
     activities = GroceryActivities(pool, model, key_strategy(), grocer)
     return Worker(
         client,
@@ -99,10 +98,10 @@ async def main() -> int:
     # Validate every setting before connecting to anything.
     crash_at = crash_point_from_env(STEP_NAMES, checkpoint_after_last=False)
     pause = step_pause_seconds()
+    model_from_env()
     strategy = key_strategy()
     grocer = grocer_from_env()
     metrics_port = env_port("METRICS_PORT")
-    model_latency_seconds()
     queue = task_queue()
 
     runtime = None

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
+from enum import StrEnum
 from typing import Protocol, TypeVar
 
 import psycopg
@@ -17,9 +19,11 @@ from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ValidationError
 
 from agent.effects import find_by_key, insert_once
+from infra.config import env_str, model_latency_seconds, parse_choice
 from infra.errors import AgentError
 
 T = TypeVar("T", bound=BaseModel)
+log = logging.getLogger(__name__)
 
 CATALOGUE = ("milk", "eggs", "bread", "coffee", "apples", "rice", "oats", "tomatoes", "cheese")
 
@@ -44,18 +48,32 @@ def _score(*parts: str) -> int:
     return int.from_bytes(hashlib.sha256("|".join(parts).encode()).digest()[:4], "big")
 
 
+class StubFault(StrEnum):
+    """How the stub can misbehave (STUB_MODEL_FAULT), to test what guards the agent."""
+
+    MALFORMED = "malformed"  # the first answer to each prompt is not JSON
+    UNKNOWN_ITEM = "unknown-item"  # choose adds an item the pantry did not report missing
+    OVER_BUDGET = "over-budget"  # choose buys 6 of everything missing: over any household's budget
+    TOO_MANY = "too-many"  # choose asks for a dozen of the first item
+
+
 class StubModel:
     """A deterministic stand-in for an LLM: the same prompt always gets the same answer.
 
     `latency_s` makes it 'think' so that a person can kill a run in the middle of a call.
     """
 
-    def __init__(self, latency_s: float = 0.0) -> None:
+    def __init__(self, latency_s: float = 0.0, fault: StubFault | None = None) -> None:
         self.latency_s = latency_s
+        self.fault = fault
+        self._asked: set[str] = set()  # prompts answered once already (for MALFORMED)
 
     async def complete(self, prompt: str) -> str:
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
+        if self.fault is StubFault.MALFORMED and prompt not in self._asked:
+            self._asked.add(prompt)
+            return "Sure! Here is what you asked for: a lovely list."
         header, _, rest = prompt.partition("\n")
         task = header.removeprefix("task: ")
         data = json.loads(rest.rpartition("input: ")[2])
@@ -67,12 +85,7 @@ class StubModel:
                 "note": f"weekly staples for {household}",
             }
         elif task == "choose":
-            answer = {
-                "lines": [
-                    {"item": item, "quantity": 1 + _score("qty", item) % 3}
-                    for item in data["missing"]
-                ]
-            }
+            answer = {"lines": self._choose(data["missing"])}
         elif task == "summarise":
             items = ", ".join(f"{line['quantity']} x {line['item']}" for line in data["lines"])
             answer = {
@@ -82,6 +95,28 @@ class StubModel:
         else:
             raise ValueError(f"the stub model has no answer for task {task!r}")
         return json.dumps(answer)
+
+    def _choose(self, missing: list[str]) -> list[dict[str, object]]:
+        lines: list[dict[str, object]] = [
+            {"item": item, "quantity": 1 + _score("qty", item) % 2} for item in missing
+        ]
+        if self.fault is StubFault.UNKNOWN_ITEM:
+            lines.append({"item": "caviar", "quantity": 1})
+        elif self.fault is StubFault.OVER_BUDGET:
+            lines = [{"item": item, "quantity": 6} for item in missing]
+        elif self.fault is StubFault.TOO_MANY and lines:
+            lines[0]["quantity"] = 12
+        return lines
+
+
+def model_from_env() -> Model:
+    """The stub, with STUB_MODEL_LATENCY_MS and STUB_MODEL_FAULT (a bad value: one line)."""
+    raw = env_str("STUB_MODEL_FAULT")
+    fault = parse_choice(StubFault, raw, "STUB_MODEL_FAULT") if raw else None
+    return StubModel(model_latency_seconds(), fault)
+
+
+MODEL_CALLS_PER_STEP = 3  # a malformed answer is asked again, this many calls in all
 
 
 async def call_model(
@@ -94,23 +129,50 @@ async def call_model(
     output_type: type[T],
     key: str | None,
 ) -> T:
-    """Ask the model, record the call, return the validated answer.
+    """Ask the model, record the call, return the validated answer. An answer that is not the
+    JSON asked for is asked again with a fresh call, up to MODEL_CALLS_PER_STEP calls, each
+    recorded (and paid for), before the step fails.
 
-    With a key, an answer already recorded under it is returned without calling the model.
+    With a key, call n is recorded under `key` (n = 1) or `key#n`, and an answer already
+    recorded under that key is used instead of calling the model: a retried step pays for no
+    call twice, a malformed one included.
     """
-    if key is not None:
-        recorded = await find_by_key(conn, "model_calls", key, ["response"])
+    for n in range(1, MODEL_CALLS_PER_STEP + 1):
+        call_key = None if key is None else key if n == 1 else f"{key}#{n}"
+        recorded = None if call_key is None else await find_by_key(
+            conn, "model_calls", call_key, ["response"]
+        )  # fmt: skip
         if recorded is not None:
-            return _validate(output_type, recorded[0], step)
+            response = recorded[0]
+        else:
+            raw = await model.complete(prompt)
+            try:
+                answer: object = json.loads(raw)
+            except json.JSONDecodeError:
+                answer = {"unparsed": raw}
+            values = {"run_id": run_id, "step": step, "prompt": prompt, "response": Jsonb(answer)}
+            (response,) = await insert_once(conn, "model_calls", values, call_key, ["response"])
+        try:
+            return _validate(output_type, response, step)
+        except ModelOutputError as err:
+            if n == MODEL_CALLS_PER_STEP:
+                raise ModelOutputError(f"{err}; {n} calls, none usable") from None
+            log.warning("%s; asking again (call %d of %d)", err, n + 1, MODEL_CALLS_PER_STEP)
+    raise AssertionError("unreachable")
 
-    raw = await model.complete(prompt)
-    try:
-        response: object = json.loads(raw)
-    except json.JSONDecodeError:
-        response = {"unparsed": raw}
-    values = {"run_id": run_id, "step": step, "prompt": prompt, "response": Jsonb(response)}
-    (response,) = await insert_once(conn, "model_calls", values, key, ["response"])
-    return _validate(output_type, response, step)
+
+async def forget_recorded_answers(conn: psycopg.AsyncConnection, run_id: str) -> int:
+    """Let a run that failed be run again: its recorded model answers (a malformed one, or a
+    choice the guardrails refused) stop answering for their keys, so the model is asked again.
+    The rows stay, renamed, as the record of calls that were paid for. Orders and emails keep
+    their keys: an order the failed run placed is found, not placed again."""
+    cur = await conn.execute(
+        "update model_calls set idempotency_key = idempotency_key || '~superseded-' || id"
+        " where run_id = %s and idempotency_key is not null"
+        " and idempotency_key not like '%%~superseded-%%'",
+        (run_id,),
+    )
+    return cur.rowcount
 
 
 def _validate(output_type: type[T], response: object, step: int) -> T:

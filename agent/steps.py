@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from agent.data import Choice, EmailSent, OrderLine, OrderPlaced, PantryReport, Plan, Summary
 from agent.effects import insert_once
 from agent.grocer import Grocer, key_may_have_expired
+from agent.guardrails import check_choice
 from agent.llm import Model, call_model, make_prompt
 
 
@@ -92,9 +93,11 @@ async def choose(
         '{"lines": [{"item": str, "quantity": int}]}.',
         {"missing": pantry.missing},
     )
-    return await call_model(
+    choice = await call_model(
         conn, model, run_id=run_id, step=CHOOSE.number, prompt=prompt, output_type=Choice, key=key
     )
+    check_choice(pantry, choice)  # before any order: what the household would pay for
+    return choice
 
 
 def order_reference(run_id: str) -> str:

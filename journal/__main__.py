@@ -15,11 +15,11 @@ import psycopg
 from psycopg_pool import PoolTimeout
 
 from agent.grocer import grocer_from_env
-from agent.llm import StubModel
+from agent.llm import model_from_env
 from agent.outcome import read_run_state
 from agent.steps import STEP_NAMES
 from infra.cli import run_main
-from infra.config import crash_point_from_env, model_latency_seconds, step_pause_seconds
+from infra.config import crash_point_from_env, step_pause_seconds
 from infra.db import connect, database_url, ensure_schema, open_pool
 from infra.errors import DatabaseUnavailable, UnknownRun
 from journal.agent import run_to_completion
@@ -52,7 +52,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 async def resume(args: argparse.Namespace) -> int:
-    model = StubModel(model_latency_seconds())
+    model = model_from_env()
     pause = step_pause_seconds()
     grocer = grocer_from_env()
     url = database_url()
@@ -90,7 +90,7 @@ async def main(args: argparse.Namespace) -> int:
     if args.command == "run":  # every setting checked before anything is touched
         design = Design.parse(args.design)
         crash_at = crash_point_from_env(STEP_NAMES, checkpoint_after_last=True)
-        model = StubModel(model_latency_seconds())
+        model = model_from_env()
         pause = step_pause_seconds()
     grocer = grocer_from_env()
     try:

@@ -126,8 +126,8 @@ async def test_malformed_model_output_is_a_clear_error(db_url: str, db: psycopg.
     async with await connect(db_url) as conn:
         with pytest.raises(ModelOutputError, match="model output for step 1 is not a valid Plan"):
             await run_to_completion(conn, GarbageModel(), run_id, Design.DURABLE, "household-1")
-    # The call was made (and paid for), so it is recorded; no step was saved as done.
-    assert state(db, run_id).counts == (1, 0, 0)
+    # Asked three times, each call made (and paid for), so recorded; no step saved as done.
+    assert state(db, run_id).counts == (3, 0, 0)
     assert db.execute(
         "select count(*) from agent_steps where run_id = %s", (run_id,)
     ).fetchone() == (0,)
