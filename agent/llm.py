@@ -19,8 +19,8 @@ from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ValidationError
 
 from agent.effects import find_by_key, insert_once
-from infra.config import env_str, model_latency_seconds, parse_choice
-from infra.errors import AgentError
+from infra.config import env_number, env_str, model_latency_seconds, parse_choice
+from infra.errors import AgentError, ConfigError
 
 T = TypeVar("T", bound=BaseModel)
 log = logging.getLogger(__name__)
@@ -109,8 +109,23 @@ class StubModel:
         return lines
 
 
+class ModelKind(StrEnum):
+    STUB = "stub"
+    OPENAI = "openai"
+
+
 def model_from_env() -> Model:
-    """The stub, with STUB_MODEL_LATENCY_MS and STUB_MODEL_FAULT (a bad value: one line)."""
+    """MODEL=stub (default: STUB_MODEL_LATENCY_MS, STUB_MODEL_FAULT) or MODEL=openai
+    (MODEL_BASE_URL, MODEL_NAME, MODEL_API_KEY, MODEL_TIMEOUT_S). A bad value: one line."""
+    kind = parse_choice(ModelKind, env_str("MODEL") or "stub", "MODEL")
+    if kind is ModelKind.OPENAI:
+        from agent.openai_model import OpenAIModel
+
+        base_url, name = env_str("MODEL_BASE_URL"), env_str("MODEL_NAME")
+        if not base_url or not name:
+            raise ConfigError("MODEL=openai needs MODEL_BASE_URL and MODEL_NAME")
+        api_key = env_str("MODEL_API_KEY") or "none"  # a local server may want none
+        return OpenAIModel(base_url, api_key, name, env_number("MODEL_TIMEOUT_S", 60.0))
     raw = env_str("STUB_MODEL_FAULT")
     fault = parse_choice(StubFault, raw, "STUB_MODEL_FAULT") if raw else None
     return StubModel(model_latency_seconds(), fault)

@@ -22,8 +22,8 @@ with workflow.unsafe.imports_passed_through():
 # - heartbeat_timeout 2 s: activities heartbeat every 0.5 s, so a dead worker is noticed in <= 2 s;
 # - start_to_close_timeout 5 min: the bound on one attempt of a slow model call;
 # - retries start after 200 ms and back off to 5 s; a model that keeps answering malformed JSON,
-#   a choice the guardrails refuse and an order the grocer refuses (a 4xx other than 429) are
-#   not retried.
+#   a request the model's provider refuses, a choice the guardrails refuse and an order the
+#   grocer refuses (a 4xx other than 429) are not retried.
 class StepOptions(TypedDict):
     start_to_close_timeout: timedelta
     heartbeat_timeout: timedelta
@@ -37,7 +37,9 @@ STEP = StepOptions(
         initial_interval=timedelta(milliseconds=200),
         backoff_coefficient=2.0,
         maximum_interval=timedelta(seconds=5),
-        non_retryable_error_types=["ModelOutputError", "GuardrailViolation", "GrocerRefused"],
+        non_retryable_error_types=[
+            "ModelOutputError", "ModelRefused", "GuardrailViolation", "GrocerRefused",
+        ],
     ),
 )
 

@@ -1,0 +1,60 @@
+"""An OpenAI-compatible chat-completions server on 127.0.0.1, for the model adapter's tests: a
+real HTTP exchange with the real `openai` client. It answers as the stub model would, unless the
+test has scripted a failure for the coming requests ("429", "400")."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections import deque
+
+from aiohttp import web
+
+from agent.llm import StubModel
+
+
+class FakeOpenAI:
+    def __init__(self) -> None:
+        self.script: deque[str] = deque()  # what the coming requests get; then answers
+        self.requests = 0
+        self.stub = StubModel()
+        self.runner: web.AppRunner | None = None
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = int(probe.getsockname()[1])
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._completions)
+        self.runner = web.AppRunner(app, access_log=None)
+        await self.runner.setup()
+        await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
+
+    async def stop(self) -> None:
+        if self.runner is not None:
+            await self.runner.cleanup()
+
+    async def _completions(self, request: web.Request) -> web.Response:
+        self.requests += 1
+        body = await request.json()
+        scripted = self.script.popleft() if self.script else "answer"
+        if scripted == "429":
+            return web.json_response(
+                {"error": {"message": "Rate limit reached for requests", "type": "requests"}},
+                status=429,
+            )
+        if scripted == "400":
+            return web.json_response(
+                {"error": {"message": f"The model `{body['model']}` does not exist",
+                           "type": "invalid_request_error"}},
+                status=400,
+            )  # fmt: skip
+        content = await self.stub.complete(body["messages"][-1]["content"])
+        return web.json_response({
+            "id": f"chatcmpl-{self.requests}", "object": "chat.completion",
+            "created": int(time.time()), "model": body["model"],
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
+        })  # fmt: skip
