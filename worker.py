@@ -3,8 +3,10 @@
 Environment: TEMPORAL_ADDRESS (unset: the local dev server, started if needed), DATABASE_URL
 (unset: the embedded Postgres), TASK_QUEUE, KEY_STRATEGY (workflow | run | none), CRASH_AT
 (the worker SIGKILLs itself there, through crashtest's interceptor), STEP_PAUSE_MS (pause before
-and after every activity, for the chaos lab), STUB_MODEL_LATENCY_MS, METRICS_PORT (Prometheus
-/metrics). SIGTERM or Ctrl-C shuts down gracefully: running activities get 10 s to finish.
+and after every activity, for the chaos lab), ORDER_BACKEND (postgres | grocer), GROCER_URL,
+GROCER_KEY_TTL_S, ORDER_EFFECT_CHECK, MODEL (stub | openai) and MODEL_*, STUB_MODEL_LATENCY_MS,
+STUB_MODEL_FAULT, METRICS_PORT (Prometheus /metrics). SIGTERM or Ctrl-C shuts down gracefully:
+running activities get 10 s to finish.
 It logs one line when it loses Postgres or Temporal, and one when it has it back.
 
 `build_worker` is the same worker for `python -m crashtest run --worker worker:build_worker`.
