@@ -10,8 +10,8 @@ import argparse
 import asyncio
 import datetime
 import json
+import logging
 import re
-import sys
 from typing import Any
 
 import psycopg
@@ -33,9 +33,12 @@ from infra.cli import run_main
 from infra.config import task_queue
 from infra.db import connect, database_url, ensure_schema
 from infra.errors import AgentError, ConfigError
+from infra.logs import LogFormat, log_format
 from infra.temporal_client import connect_temporal
 from infra.temporal_server import ui_url
 from workflows.grocery import GroceryAgentWorkflow
+
+log = logging.getLogger("starter")
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _WEEK = re.compile(r"^\d{4}-W(0[1-9]|[1-4]\d|5[0-3])$")
@@ -79,11 +82,11 @@ async def wait_telling_why(handle: WorkflowHandle[Any, GroceryResult], queue: st
     result = asyncio.ensure_future(handle.result())
     done, _ = await asyncio.wait({result}, timeout=5)
     if not done:
-        print(
-            f"still waiting for {handle.id}: is a worker running on task queue {queue}? "
-            "(python worker.py)",
-            file=sys.stderr,
-            flush=True,
+        log.warning(
+            "still waiting for %s: is a worker running on task queue %s? (python worker.py)",
+            handle.id,
+            queue,
+            extra={"workflow_id": handle.id},
         )
     return await result
 
@@ -135,6 +138,8 @@ async def start_or_find(
             id_reuse_policy=policy,
         )  # fmt: skip
         started = True
+        ids = {"workflow_id": workflow_id, "workflow_run_id": handle.result_run_id}
+        log.info("started %s on task queue %s", workflow_id, queue, extra=ids)
     except WorkflowAlreadyStartedError:
         handle = client.get_workflow_handle_for(GroceryAgentWorkflow.run, workflow_id)
         started = False
@@ -150,6 +155,8 @@ async def start_or_find(
 
 
 async def main(args: argparse.Namespace) -> int:
+    if log_format() is LogFormat.TEXT:  # at a terminal the printed outcome says it all
+        log.setLevel(logging.WARNING)
     request = GroceryRequest(household=args.household, week=args.week)
     workflow_id = args.workflow_id or workflow_id_for(args.household, args.week)
     queue = args.task_queue or task_queue()
@@ -181,6 +188,9 @@ async def main(args: argparse.Namespace) -> int:
         "emails": len(state.emails),
         "ui": link,
     }
+    log.info("%s %s: order #%s, %s", workflow_id, "completed" if started else "already ran",
+             result.order.order_id, state.counts_text(),
+             extra={"workflow_id": workflow_id, "workflow_run_id": run_id})  # fmt: skip
     if args.json:
         print(json.dumps(outcome))
         return 0

@@ -5,7 +5,8 @@ Environment: TEMPORAL_ADDRESS (unset: the local dev server, started if needed), 
 (the worker SIGKILLs itself there, through crashtest's interceptor), STEP_PAUSE_MS (pause before
 and after every activity, for the chaos lab), ORDER_BACKEND (postgres | grocer), GROCER_URL,
 GROCER_KEY_TTL_S, ORDER_EFFECT_CHECK, MODEL (stub | openai) and MODEL_*, STUB_MODEL_LATENCY_MS,
-STUB_MODEL_FAULT, METRICS_PORT (Prometheus /metrics). SIGTERM or Ctrl-C shuts down gracefully:
+STUB_MODEL_FAULT, METRICS_PORT (Prometheus /metrics, on METRICS_HOST, default 127.0.0.1),
+LOG_FORMAT (text | json). SIGTERM or Ctrl-C shuts down gracefully:
 running activities get 10 s to finish.
 It logs one line when it loses Postgres or Temporal, and one when it has it back.
 
@@ -41,6 +42,7 @@ from infra.config import (
 )
 from infra.db import database_url, ensure_schema, open_pool
 from infra.health import PROBE_TIMEOUT_S, Probe, watch
+from infra.metrics import count_effects, metrics_host
 from infra.temporal_client import connect_temporal
 from workflows.grocery import GroceryAgentWorkflow
 
@@ -110,9 +112,10 @@ async def main() -> int:
     if metrics_port is not None:
         runtime = Runtime(
             telemetry=TelemetryConfig(
-                metrics=PrometheusConfig(bind_address=f"127.0.0.1:{metrics_port}")
+                metrics=PrometheusConfig(bind_address=f"{metrics_host()}:{metrics_port}")
             )
         )
+        count_effects(runtime.metric_meter)  # ours beside the SDK's: effects created / refused
     interceptors: list[Interceptor] = []
     if crash_at is not None:
         interceptors.append(CrashInterceptor(crash_at))

@@ -3,16 +3,44 @@
 A table that takes an effect has `idempotency_key text unique`. An insert with a key that was used
 before inserts nothing and returns the first row instead; a `None` key (the weaker designs) never
 conflicts, so a retry without a key creates a second row.
+
+Every outcome is one log line on `agent.effects` (`log_effect`): an effect created, or a
+duplicate refused (a retry that found the first one). The worker counts them (infra.metrics).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any
 
 import psycopg
 from psycopg import sql
+
+from infra.metrics import EFFECTS_LOGGER, EffectEvent
+
+log = logging.getLogger(EFFECTS_LOGGER)
+
+
+def log_effect(
+    event: EffectEvent,
+    effect: str,
+    key: str | None,
+    row_id: object,
+    *,
+    run_id: str | None = None,
+    how: str | None = None,
+) -> None:
+    """One line per effect outcome, with fields a JSON log and the metrics count by."""
+    if event is EffectEvent.CREATED:
+        message = f"{effect}: created {row_id} " + (f"under key {key}" if key else "with no key")
+    else:
+        message = f"{effect}: duplicate refused: key {key} already has {row_id}"
+    if how:
+        message += f" ({how})"
+    fields = {"event": event.value, "effect": effect, "idempotency_key": key, "row_id": row_id}
+    log.info(message, extra={**fields, "run_id": run_id, "how": how})
 
 
 @cache
@@ -55,8 +83,13 @@ async def insert_once(
         _insert(table, tuple(values), tuple(returning)), (*values.values(), key)
     )
     row = await cur.fetchone()
+    event = EffectEvent.CREATED
     if row is None:  # the key was used before (perhaps by a concurrent attempt): that row stands
         assert key is not None
         row = await find_by_key(conn, table, key, returning)
         assert row is not None
+        event = EffectEvent.DUPLICATE_REFUSED
+    row_id = row[list(returning).index("id")] if "id" in returning else None
+    run_id = values.get("run_id")
+    log_effect(event, table, key, row_id, run_id=run_id if isinstance(run_id, str) else None)
     return row

@@ -36,6 +36,9 @@ class GrocerOrder(BaseModel):
     reference: str
     lines: list[OrderLine]
     created_at: datetime
+    # Not in the grocer's body: its `Idempotent-Replayed` header, the order an earlier request
+    # with the same key created.
+    replayed: bool = False
 
 
 def key_may_have_expired(first_attempt_at: datetime, key_ttl_s: float) -> bool:
@@ -64,25 +67,27 @@ class GrocerClient:
     async def place(self, reference: str, lines: list[OrderLine], key: str | None) -> GrocerOrder:
         headers = {"Idempotency-Key": key} if key else {}
         body = {"reference": reference, "lines": [line.model_dump() for line in lines]}
-        data = await self._call("POST", "/orders", json=body, headers=headers)
-        return GrocerOrder.model_validate(data)
+        data, replayed = await self._call("POST", "/orders", json=body, headers=headers)
+        return GrocerOrder.model_validate({**data, "replayed": replayed})
 
     async def find(self, reference: str) -> list[GrocerOrder]:
         """The orders placed under `reference`, oldest first."""
-        data = await self._call("GET", "/orders", params={"reference": reference})
+        data, _ = await self._call("GET", "/orders", params={"reference": reference})
         return [GrocerOrder.model_validate(o) for o in data["orders"]]
 
-    async def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+    async def _call(self, method: str, path: str, **kwargs: Any) -> tuple[Any, bool]:
+        """The answer's body, and whether the grocer replayed an earlier answer to the key."""
         url = f"{self.base_url}{path}"
         try:
             async with self._http().request(method, url, **kwargs) as response:
                 status = response.status
+                replayed = response.headers.get("Idempotent-Replayed") == "true"
                 data = await response.json(content_type=None)
         except (aiohttp.ClientError, TimeoutError, ValueError) as err:
             reason = str(err) or type(err).__name__
             raise GrocerUnavailable(f"no answer from the grocer at {url}: {reason}") from None
         if status < 300:
-            return data
+            return data, replayed
         error = data.get("error", data) if isinstance(data, dict) else data
         if status == 429 or status >= 500:
             raise GrocerUnavailable(f"the grocer answered {status}: {error}")

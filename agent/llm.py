@@ -18,9 +18,10 @@ import psycopg
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ValidationError
 
-from agent.effects import find_by_key, insert_once
+from agent.effects import find_by_key, insert_once, log_effect
 from infra.config import env_number, env_str, model_latency_seconds, parse_choice
 from infra.errors import AgentError, ConfigError
+from infra.metrics import EffectEvent
 
 T = TypeVar("T", bound=BaseModel)
 log = logging.getLogger(__name__)
@@ -155,10 +156,12 @@ async def call_model(
     for n in range(1, MODEL_CALLS_PER_STEP + 1):
         call_key = None if key is None else key if n == 1 else f"{key}#{n}"
         recorded = None if call_key is None else await find_by_key(
-            conn, "model_calls", call_key, ["response"]
+            conn, "model_calls", call_key, ["id", "response"]
         )  # fmt: skip
         if recorded is not None:
-            response = recorded[0]
+            call_id, response = recorded
+            log_effect(EffectEvent.DUPLICATE_REFUSED, "model_calls", call_key, call_id,
+                       run_id=run_id, how="the recorded answer, not a new call")  # fmt: skip
         else:
             raw = await model.complete(prompt)
             try:
@@ -166,7 +169,8 @@ async def call_model(
             except json.JSONDecodeError:
                 answer = {"unparsed": raw}
             values = {"run_id": run_id, "step": step, "prompt": prompt, "response": Jsonb(answer)}
-            (response,) = await insert_once(conn, "model_calls", values, call_key, ["response"])
+            row = await insert_once(conn, "model_calls", values, call_key, ["id", "response"])
+            response = row[1]
         try:
             return _validate(output_type, response, step)
         except ModelOutputError as err:

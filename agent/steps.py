@@ -21,10 +21,11 @@ from psycopg.types.json import Jsonb
 from pydantic import BaseModel
 
 from agent.data import Choice, EmailSent, OrderLine, OrderPlaced, PantryReport, Plan, Summary
-from agent.effects import insert_once
+from agent.effects import insert_once, log_effect
 from agent.grocer import Grocer, key_may_have_expired
 from agent.guardrails import check_choice
 from agent.llm import Model, call_model, make_prompt
+from infra.metrics import EffectEvent
 
 
 class Effect(StrEnum):
@@ -100,6 +101,9 @@ async def choose(
     return choice
 
 
+GROCER_ORDERS = "grocer_orders"  # the effect's name in logs and metrics: an order at the grocer
+
+
 def order_reference(run_id: str) -> str:
     """The order's own id at the grocer: stable for the run, the same as its workflow-keyed
     idempotency key (`{workflow_id}:{activity_id}`; the journal's `{run_id}:{step}`)."""
@@ -132,8 +136,15 @@ async def place_order(
     ):
         found = await grocer.client.find(reference)
         if found:
+            log_effect(EffectEvent.DUPLICATE_REFUSED, GROCER_ORDERS, key, found[0].id,
+                       run_id=run_id, how=f"found by reference {reference}")  # fmt: skip
             return OrderPlaced(order_id=found[0].id, lines=found[0].lines)
     order = await grocer.client.place(reference, lines, key)
+    if order.replayed:
+        log_effect(EffectEvent.DUPLICATE_REFUSED, GROCER_ORDERS, key, order.id, run_id=run_id,
+                   how="the grocer replayed the key")  # fmt: skip
+    else:
+        log_effect(EffectEvent.CREATED, GROCER_ORDERS, key, order.id, run_id=run_id)
     return OrderPlaced(order_id=order.id, lines=order.lines)
 
 

@@ -64,10 +64,15 @@ class MatrixReport(BaseModel):
         return "\n".join(lines)
 
     def legend(self) -> str:
-        return (
+        legend = (
             "J = hand-rolled journal (design), T = Temporal (key strategy). Each cell: ✓ the final "
             "state equals a run that never crashed, ✗ it does not; then model calls/orders/emails "
-            "(no crash: 3/1/1). (!) marks a cell whose outcome is not the one its design predicts. "
-            "key-expiry: orders at the grocer, whose keys live 1 s, resumed after they expired; "
-            "T workflow looks the order up by its reference first, T workflow-unchecked does not."
+            "(no crash: 3/1/1). (!) marks a cell whose outcome is not the one its design predicts."
         )
+        if KEY_EXPIRY in self.rows():
+            legend += (
+                " key-expiry: orders at the grocer, whose keys live 1 s, resumed after they "
+                "expired; T workflow looks the order up by its reference first, "
+                "T workflow-unchecked does not."
+            )
+        return legend

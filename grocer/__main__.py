@@ -62,5 +62,4 @@ async def main(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
     run_main(main(parse_args()))

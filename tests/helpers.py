@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
+from temporalio.client import Client
 
+from agent.data import GroceryRequest, GroceryResult
 from agent.outcome import RunState, read_run_state_sync
+from workflows.grocery import GroceryAgentWorkflow
 
 ROOT = Path(__file__).resolve().parent.parent
+RESULT_TIMEOUT_S = 60
 
 
 def new_run_id(prefix: str) -> str:
@@ -100,3 +107,31 @@ class WorkerProcess:
                 self.proc.wait()
         self._log.close()
         return self.proc.returncode
+
+
+async def crash_then_resume(
+    client: Client,
+    workers: Callable[..., WorkerProcess],
+    crash_at: str,
+    key_strategy: str,
+    **resume_env: str,
+) -> tuple[str, GroceryResult, WorkerProcess]:
+    """Start a run on a worker that SIGKILLs itself at `crash_at`; a fresh worker (with
+    `resume_env` added to its environment) finishes it. Returns the workflow id, its result and
+    the worker that finished it."""
+    queue = new_run_id("q")
+    workflow_id = new_run_id(f"crash-{key_strategy}")
+    doomed = workers(queue, CRASH_AT=crash_at, KEY_STRATEGY=key_strategy)
+    handle = await client.start_workflow(
+        GroceryAgentWorkflow.run,
+        GroceryRequest(household="household-1", week="2026-W49"),
+        id=workflow_id,
+        task_queue=queue,
+    )
+    code = await asyncio.to_thread(doomed.wait, RESULT_TIMEOUT_S)
+    assert code == -signal.SIGKILL, doomed.log()
+    assert "CRASH after-" in doomed.log()  # crashtest's interceptor said where, then SIGKILL
+
+    resumed = workers(queue, KEY_STRATEGY=key_strategy, **resume_env)
+    result = await asyncio.wait_for(handle.result(), RESULT_TIMEOUT_S)
+    return workflow_id, result, resumed

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -17,12 +16,13 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError
 
-from agent.data import GroceryRequest, GroceryResult
 from starter import this_week
 from tests.helpers import (
+    RESULT_TIMEOUT_S,
     WorkerProcess,
     assert_one_line_error,
     child_env,
+    crash_then_resume,
     new_run_id,
     run_python,
     state,
@@ -31,7 +31,6 @@ from tests.reordered_workflow import ReorderedGroceryAgentWorkflow
 from workflows.grocery import GroceryAgentWorkflow
 
 HISTORY = Path(__file__).parent / "histories" / "grocery_completed.json"
-RESULT_TIMEOUT_S = 60
 
 
 def starter(db_url: str, address: str, queue: str, *args: str, **env: str) -> dict[str, object]:
@@ -66,31 +65,6 @@ def test_no_crash_and_no_second_order_for_the_same_week(
     assert worker.stop() == 0, worker.log()
 
 
-async def crash_then_resume(
-    client: Client,
-    workers: Callable[..., WorkerProcess],
-    crash_at: str,
-    key_strategy: str,
-) -> tuple[str, GroceryResult]:
-    """Start a run on a worker that SIGKILLs itself at `crash_at`; a fresh worker finishes it."""
-    queue = new_run_id("q")
-    workflow_id = new_run_id(f"crash-{key_strategy}")
-    doomed = workers(queue, CRASH_AT=crash_at, KEY_STRATEGY=key_strategy)
-    handle = await client.start_workflow(
-        GroceryAgentWorkflow.run,
-        GroceryRequest(household="household-1", week="2026-W49"),
-        id=workflow_id,
-        task_queue=queue,
-    )
-    code = await asyncio.to_thread(doomed.wait, RESULT_TIMEOUT_S)
-    assert code == -signal.SIGKILL, doomed.log()
-    assert "CRASH after-" in doomed.log()  # crashtest's interceptor said where, then SIGKILL
-
-    workers(queue, KEY_STRATEGY=key_strategy)
-    result = await asyncio.wait_for(handle.result(), RESULT_TIMEOUT_S)
-    return workflow_id, result
-
-
 async def attempts(client: Client, workflow_id: str) -> list[int]:
     """The attempt number of every ActivityTaskStarted event in the run's history."""
     history = await client.get_workflow_handle(workflow_id).fetch_history()
@@ -119,7 +93,7 @@ async def test_worker_killed_after_the_effect(
     workers: Callable[..., WorkerProcess],
     db: psycopg.Connection,
 ) -> None:
-    workflow_id, result = await crash_then_resume(client, workers, crash_at, key_strategy)
+    workflow_id, result, _ = await crash_then_resume(client, workers, crash_at, key_strategy)
     final = state(db, workflow_id)
     assert final.counts == expected
     # Temporal retried the killed activity: its second attempt ran on the new worker.
@@ -136,7 +110,7 @@ async def test_crash_point_named_by_its_activity(
 ) -> None:
     """CRASH_AT=after-effect:place_order is after-effect:4; the interceptor kills the worker
     there, from outside the activity's code."""
-    workflow_id, _ = await crash_then_resume(client, workers, "after-effect:place_order", "none")
+    workflow_id, _, _ = await crash_then_resume(client, workers, "after-effect:place_order", "none")
     assert state(db, workflow_id).counts == (3, 2, 1)
 
 
@@ -144,7 +118,7 @@ async def test_completed_steps_are_replayed_not_rerun(
     client: Client, workers: Callable[..., WorkerProcess], db: psycopg.Connection
 ) -> None:
     # No keys at all, so nothing but Temporal's history can keep the model calls at 3.
-    workflow_id, _ = await crash_then_resume(client, workers, "after-checkpoint:4", "none")
+    workflow_id, _, _ = await crash_then_resume(client, workers, "after-checkpoint:4", "none")
     assert state(db, workflow_id).counts == (3, 1, 1)
     assert await attempts(client, workflow_id) == [1, 1, 1, 1, 2, 1]
 
