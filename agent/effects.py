@@ -34,9 +34,9 @@ def log_effect(
 ) -> None:
     """One line per effect outcome, with fields a JSON log and the metrics count by."""
     if event is EffectEvent.CREATED:
-        message = f"{effect}: created {row_id} " + (f"under key {key}" if key else "with no key")
+        message = f"{effect}: created #{row_id} " + (f"under key {key}" if key else "with no key")
     else:
-        message = f"{effect}: duplicate refused: key {key} already has {row_id}"
+        message = f"{effect}: duplicate refused: key {key} already has #{row_id}"
     if how:
         message += f" ({how})"
     fields = {"event": event.value, "effect": effect, "idempotency_key": key, "row_id": row_id}

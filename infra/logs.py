@@ -4,7 +4,7 @@ default) or one JSON object per line for a log pipeline (`LOG_FORMAT=json`).
 A JSON line carries the message and, where they apply, the fields an operator searches by:
 
     {"ts": "2026-11-30T20:41:07.512+00:00", "level": "INFO", "logger": "agent.effects",
-     "message": "orders: duplicate refused: key grocery-lee-2026-W49:4 already has row 17",
+     "message": "orders: duplicate refused: key grocery-lee-2026-W49:4 already has #17",
      "workflow_id": "grocery-lee-2026-W49", "workflow_run_id": "...", "activity": "place_order",
      "activity_id": "4", "attempt": 2, "event": "duplicate_refused", "effect": "orders",
      "idempotency_key": "grocery-lee-2026-W49:4", "row_id": 17, "run_id": "grocery-lee-2026-W49"}
