@@ -42,6 +42,7 @@ from infra.config import (
 )
 from infra.db import database_url, ensure_schema, open_pool
 from infra.health import PROBE_TIMEOUT_S, Probe, watch
+from infra.logs import log_format, sdk_logging
 from infra.metrics import count_effects, metrics_host
 from infra.temporal_client import connect_temporal
 from workflows.grocery import GroceryAgentWorkflow
@@ -112,7 +113,8 @@ async def main() -> int:
     if metrics_port is not None:
         runtime = Runtime(
             telemetry=TelemetryConfig(
-                metrics=PrometheusConfig(bind_address=f"{metrics_host()}:{metrics_port}")
+                logging=sdk_logging(log_format()),
+                metrics=PrometheusConfig(bind_address=f"{metrics_host()}:{metrics_port}"),
             )
         )
         count_effects(runtime.metric_meter)  # ours beside the SDK's: effects created / refused

@@ -22,6 +22,13 @@ from enum import StrEnum
 from typing import Any
 
 from temporalio import activity, workflow
+from temporalio.runtime import (
+    LogForwardingConfig,
+    LoggingConfig,
+    Runtime,
+    TelemetryConfig,
+    TelemetryFilter,
+)
 
 from infra.config import env_str, parse_choice
 
@@ -99,6 +106,17 @@ class TemporalContext(logging.Filter):
         return True
 
 
+def sdk_logging(fmt: LogFormat) -> LoggingConfig:
+    """How the Temporal SDK's core (Rust) logs: to the console in its own format by default; with
+    JSON logs, forwarded into Python logging (`temporalio.core...`), so they are JSON lines too."""
+    if fmt is LogFormat.TEXT:
+        return LoggingConfig.default
+    return LoggingConfig(
+        filter=TelemetryFilter(core_level="WARN", other_level="ERROR"),
+        forwarding=LogForwardingConfig(logger=logging.getLogger("temporalio.core")),
+    )
+
+
 def configure_logging(fmt: LogFormat | None = None) -> LogFormat:
     """Log to stderr at INFO in the format LOG_FORMAT names (a bad value: ConfigError)."""
     fmt = fmt or log_format()
@@ -108,6 +126,11 @@ def configure_logging(fmt: LogFormat | None = None) -> LogFormat:
         handler.setFormatter(JsonFormatter())
         # The SDK's activity logger also appends its context to the message; here it is a field.
         activity.logger.activity_info_on_message = False
+        # Every client made without a runtime of its own uses this one (worker.py makes its own,
+        # with the same logging, when it serves metrics).
+        Runtime.set_default(
+            Runtime(telemetry=TelemetryConfig(logging=sdk_logging(fmt))), error_if_already_set=False
+        )
     else:
         handler.setFormatter(logging.Formatter(TEXT_FORMAT))
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
