@@ -91,10 +91,13 @@ def recovery_waits(history: WorkflowHistory) -> list[str]:
     return waits
 
 
-async def stuck_workflow_task(client: Client, handle: WorkflowHandle[Any, Any]) -> str | None:
+async def stuck_workflow_task(
+    client: Client, handle: WorkflowHandle[Any, Any], worker_ready: bool
+) -> str | None:
     """Why the run cannot go on, if its workflow task is stuck: it keeps failing (Temporal
     retries it forever: a worker without the workflow, code that replays differently), or no
-    worker has taken it for a while and none polls its task queue for workflows."""
+    worker has taken it for a while and none polls its task queue for workflows although the
+    worker says it is ready (`worker_ready`)."""
     description = await handle.describe()
     pending = description.raw_description.pending_workflow_task
     if pending.attempt >= 2:
@@ -108,7 +111,8 @@ async def stuck_workflow_task(client: Client, handle: WorkflowHandle[Any, Any]) 
             return f"the workflow task fails on the worker: {failures[-1].strip().splitlines()[0]}"
     waiting = datetime.now(UTC) - pending.scheduled_time.ToDatetime(tzinfo=UTC)
     if (
-        pending.state == PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED
+        worker_ready
+        and pending.state == PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED
         and waiting.total_seconds() > NO_POLLER_GRACE_S
     ):
         queue = description.task_queue

@@ -34,7 +34,7 @@ from crashtest.history import (
 from crashtest.points import CrashPoint, CrashPointError, Moment
 from crashtest.processes import Processes
 from crashtest.report import Cell, differences
-from crashtest.worker import PARENT_PID_ENV
+from crashtest.worker import PARENT_PID_ENV, READY
 
 Observe = Callable[[str], Any]
 DEFAULT_DEADLINE_S = 120.0
@@ -240,7 +240,7 @@ class Runner:
             result = asyncio.ensure_future(run.handle.result())
             result.add_done_callback(lambda f: f.cancelled() or f.exception())  # seen, not lost
             if crash_at is not None:
-                await self._until_one_ends(run.handle, result, worker, deadline)
+                await self._until_one_ends(run.handle, result, worker, f"{queue}-a", deadline)
                 if result.done():
                     raise _CellFailed(
                         f"the crash point {crash_at} was never reached: the run ended while "
@@ -255,9 +255,9 @@ class Runner:
                 await asyncio.sleep(target.resume_after_s)  # e.g. past an idempotency key's TTL
                 worker = await self.start_worker(target, f"{queue}-b", queue)
                 workers.append(worker)
-            await self._until_one_ends(run.handle, result, worker, deadline)
+            name = f"{queue}-{'b' if crash_at else 'a'}"
+            await self._until_one_ends(run.handle, result, worker, name, deadline)
             if not result.done():
-                name = f"{queue}-{'b' if crash_at else 'a'}"
                 raise _CellFailed(
                     f"the worker exited with code {worker.returncode} before the run ended: "
                     f"{self.procs.last_line(name)}"
@@ -284,6 +284,7 @@ class Runner:
         handle: WorkflowHandle[Any, Any],
         result: asyncio.Future[Any],
         worker: asyncio.subprocess.Process,
+        name: str,
         deadline: float,
     ) -> None:
         """Wait until the run ends or the worker exits. A workflow task that keeps failing (a
@@ -302,7 +303,8 @@ class Runner:
                     return_when=asyncio.FIRST_COMPLETED,
                 )
                 if not (result.done() or exited.done()):
-                    stuck = await stuck_workflow_task(self.client, handle)
+                    ready = READY in self.procs.log(name)
+                    stuck = await stuck_workflow_task(self.client, handle, ready)
                     if stuck is not None:
                         raise _CellFailed(stuck)
         finally:

@@ -24,6 +24,9 @@ from crashtest.points import CrashPoint, CrashPointError
 from crashtest.processes import die_with_parent
 
 PARENT_PID_ENV = "CRASHTEST_PARENT_PID"
+# Printed once the worker polls its task queue; the runner waits for it before it judges a queue
+# that nobody polls (a worker that is slow to start on a loaded machine is not a broken one).
+READY = "crashtest worker ready:"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -65,7 +68,7 @@ async def serve(args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, stop.set)
     async with worker:
         crash = f", will SIGKILL itself at {point}" if point else ""
-        print(f"crashtest worker ready: pid {os.getpid()}, task queue {args.task_queue}{crash}",
+        print(f"{READY} pid {os.getpid()}, task queue {args.task_queue}{crash}",
               file=sys.stderr, flush=True)  # fmt: skip
         await stop.wait()
     return 0

@@ -46,7 +46,6 @@ FIELDS = (
     "idempotency_key",
     "row_id",
     "run_id",
-    "reference",
     "how",
 )
 
@@ -117,9 +116,9 @@ def sdk_logging(fmt: LogFormat) -> LoggingConfig:
     )
 
 
-def configure_logging(fmt: LogFormat | None = None) -> LogFormat:
+def configure_logging() -> LogFormat:
     """Log to stderr at INFO in the format LOG_FORMAT names (a bad value: ConfigError)."""
-    fmt = fmt or log_format()
+    fmt = log_format()
     handler = logging.StreamHandler()
     handler.addFilter(TemporalContext())
     if fmt is LogFormat.JSON:

@@ -14,11 +14,13 @@ from __future__ import annotations
 import ipaddress
 import logging
 from enum import StrEnum
-
-from temporalio.common import MetricMeter
+from typing import TYPE_CHECKING
 
 from infra.config import env_str
 from infra.errors import ConfigError
+
+if TYPE_CHECKING:  # the agent logs its effects without importing the Temporal SDK
+    from temporalio.common import MetricMeter
 
 EFFECTS_LOGGER = "agent.effects"
 
