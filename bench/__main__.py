@@ -26,6 +26,7 @@ from crashtest.processes import Processes
 from infra.cli import run_main
 from infra.config import PROJECT_ROOT, data_dir
 from infra.db import connect, database_url, ensure_schema, open_pool
+from infra.metrics import EFFECTS_LOGGER
 from infra.temporal_client import connect_temporal
 from infra.temporal_server import temporal_address
 
@@ -100,6 +101,8 @@ async def scale(args: argparse.Namespace) -> int:
 
 
 async def main(args: argparse.Namespace) -> int:
+    # A line per effect of thousands of benchmark runs would bury the progress lines.
+    logging.getLogger(EFFECTS_LOGGER).setLevel(logging.WARNING)
     if args.scale:
         return await scale(args)
     quick = args.quick
