@@ -8,7 +8,7 @@ Every outcome is one log line on `agent.effects` (`log_effect`): an effect creat
 duplicate refused (a retry that found the first one). The worker counts them (infra.metrics).
 The line follows the insert: on an autocommit connection (the Temporal activities) the row is
 committed by then; in the journal's transactional design it commits later, with its checkpoint,
-so a crash in between leaves a "created" line for a row that was rolled back.
+so a process that dies in between leaves a "created" line for a row that was rolled back.
 """
 
 from __future__ import annotations
