@@ -7,7 +7,6 @@ crashtest cells: the grocery worker is SIGKILLed from outside, by crashtest's in
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import time
 import uuid
@@ -21,13 +20,10 @@ from agent.grocer import Grocer, GrocerClient
 from agent.outcome import final_state, read_run_state
 from agent.steps import PLACE_ORDER, STEP_NAMES
 from crashlab.cells import KEY_EXPIRY, RESET, UNCHECKED, Cell, CellResult, Engine
-from crashlab.reset import reset_before_activity
 from crashlab.servers import LabGrocer
-from crashtest.points import CrashPoint
 from crashtest.processes import Processes
-from crashtest.runner import Boundary, Reference, Runner, Target, replace_observe
+from crashtest.runner import Reference, Runner, Target, replace_observe
 from infra.temporal_client import DATA_CONVERTER
-from workflows.grocery import GroceryAgentWorkflow
 
 HOUSEHOLD = "household-1"
 WEEK = "2026-W49"
@@ -75,9 +71,6 @@ class Lab:
             if cell.engine == "journal":
                 state = await self._journal(cell, run_id)
                 matches = state == self.references["journal"]
-            elif cell.crash_at == RESET:
-                state = await self._reset(cell, run_id)
-                matches = state == self.references["temporal"]
             elif cell.crash_at == KEY_EXPIRY:
                 state, matches, error = await self._key_expiry(cell)
             else:
@@ -108,7 +101,7 @@ class Lab:
             return
         assert self.runner is not None
         reference = await self.runner.reference(grocery_target("workflow"))
-        names = tuple(a.activity for a in reference.activities)
+        names = tuple(b.activity for b in reference.boundaries)
         if names != STEP_NAMES:
             raise CellFailed(f"the workflow ran {names}, not the agent's steps {STEP_NAMES}")
         self.temporal_reference = reference
@@ -131,17 +124,17 @@ class Lab:
             return (await read_run_state(conn, run_id)).final_state()
 
     async def _temporal(self, cell: Cell) -> tuple[dict[str, Any], bool, str | None]:
-        """A crashtest cell: crashed by the interceptor at the cell's point, resumed by a fresh
-        worker, observed with `agent.outcome.final_state`."""
-        assert self.runner is not None and self.temporal_reference is not None
-        boundary = None
-        if cell.crash_at != "none":
-            point = CrashPoint.parse(cell.crash_at)
-            assert point.position is not None
-            boundary = Boundary(point, STEP_NAMES[point.position - 1], None)
-        result = await self.runner.cell(
-            grocery_target(cell.design), boundary, self.temporal_reference
-        )
+        """A crashtest cell: crashed by the interceptor at the cell's point (or, for the reset
+        row, crashtest's `reset:N` before the order step), resumed by a fresh worker, observed
+        with `agent.outcome.final_state`."""
+        reference = self.temporal_reference
+        assert self.runner is not None and reference is not None
+        point = None
+        if cell.crash_at == RESET:
+            point = reference.resolve(f"reset:{PLACE_ORDER.number}")
+        elif cell.crash_at != "none":
+            point = reference.resolve(cell.crash_at)
+        result = await self.runner.cell(grocery_target(cell.design), point, reference)
         return result.observed, result.matches, result.error
 
     async def _key_expiry(self, cell: Cell) -> tuple[dict[str, Any], bool, str | None]:
@@ -166,31 +159,9 @@ class Lab:
             resume_after_s=KEY_TTL_S,
         )  # fmt: skip
         runner = replace_observe(self.runner, observe)
-        point = CrashPoint.parse(f"after-effect:{PLACE_ORDER.number}")
+        point = self.temporal_reference.resolve(f"after-effect:{PLACE_ORDER.number}")
         try:
-            result = await runner.cell(
-                target, Boundary(point, PLACE_ORDER.name, None), self.temporal_reference
-            )
+            result = await runner.cell(target, point, self.temporal_reference)
         finally:
             await grocer.client.close()
         return result.observed, result.matches, result.error
-
-    async def _reset(self, cell: Cell, run_id: str) -> dict[str, Any]:
-        """Run to completion, then reset to before the order step and run again."""
-        assert self.runner is not None
-        client = self.runner.client
-        worker = await self.runner.start_worker(grocery_target(cell.design), run_id, run_id)
-        try:
-            handle = await client.start_workflow(
-                GroceryAgentWorkflow.run,
-                GroceryRequest(household=HOUSEHOLD, week=WEEK),
-                id=run_id,
-                task_queue=run_id,
-            )
-            await asyncio.wait_for(handle.result(), RESULT_TIMEOUT_S)
-            new_run = await reset_before_activity(client, run_id, handle.result_run_id or "")
-            again = client.get_workflow_handle_for(GroceryAgentWorkflow.run, run_id, run_id=new_run)
-            await asyncio.wait_for(again.result(), RESULT_TIMEOUT_S)
-        finally:
-            await self.procs.stop(worker)
-        return await self.runner.observe(run_id)

@@ -1,15 +1,23 @@
-"""`python -m crashtest run`: crash-test a Temporal workflow at every activity boundary.
+"""`python -m crashtest run`: crash-test a Temporal workflow at every boundary.
 
     python -m crashtest run --worker MODULE:FACTORY --workflow MODULE:CLASS --input JSON \\
-        --observe MODULE:FUNC [--json PATH] [--markdown PATH] [--jobs N] [--points LIST] \\
-        [--data-converter MODULE:NAME] [--address HOST:PORT] [--deadline-s S] [--logs DIR]
+        --observe MODULE:FUNC [--drive MODULE:FUNC] [--expect JSON|@FILE] [--points LIST] \\
+        [--repeat N] [--json PATH] [--markdown PATH] [--jobs N] [--data-converter MODULE:NAME] \\
+        [--address HOST:PORT] [--deadline-s S] [--logs DIR]
 
 FACTORY(client, task_queue) -> Worker builds your worker on the client it is given (which
-carries the crash interceptor). OBSERVE(workflow_id) -> JSON returns your view of a run's final
-state (your rows, run-specific ids masked). Both may be sync or async. Worker processes inherit
-this command's working directory and environment.
+carries crashtest's interceptor). OBSERVE(workflow_id) -> JSON returns your view of a run's final
+state (your rows, run-specific ids masked), given the root workflow id. DRIVE(handle) sends the
+signals and updates the run waits for; it runs beside every run. Each may be sync or async.
+Worker processes inherit this command's working directory and environment.
 
-Exit 0: every crash point ends in the no-crash state; 1: some do not; 2: bad input.
+Boundaries are the activities and local activities of the run's whole tree: child workflows at
+any depth and every run of a continue-as-new chain. Crash points: after-effect:N,
+after-checkpoint:N, reset:N (N a position, an activity type such as charge#2, or a boundary's
+label); a *K suffix crashes K workers in a row at the point.
+
+Exit 0: every crash point ends in the no-crash state (and the reference is what --expect says);
+1: some do not, or the reference differs from --expect; 2: bad input.
 """
 
 from __future__ import annotations
@@ -36,17 +44,21 @@ from crashtest.loading import (
     load_data_converter,
     workflow_type,
 )
-from crashtest.points import CrashPoint, CrashPointError
+from crashtest.points import MAX_REPEAT, CrashPoint, CrashPointError
 from crashtest.processes import Processes
-from crashtest.report import Cell, Report
+from crashtest.report import Cell, Report, differences, short
 from crashtest.runner import (
     DEFAULT_DEADLINE_S,
     CrashTestError,
+    Drive,
     Observe,
     Runner,
     Target,
     run_cells,
+    to_json,
 )
+
+REFERENCE_CHARS = 200  # how much of the reference state the progress shows
 
 
 def default_jobs() -> int:
@@ -73,7 +85,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     run.add_argument("--json", type=Path, help="write the report as JSON here")
     run.add_argument("--markdown", type=Path, help="write the table as Markdown here")
     run.add_argument("--jobs", type=int, default=default_jobs(), help="cells run at once")
-    run.add_argument("--points", help="only these crash points, comma-separated")
+    run.add_argument("--points", help="only these crash points, comma-separated (reset:N too)")
+    run.add_argument("--drive", help="MODULE:FUNC, (handle) -> None: sends signals and updates")
+    run.add_argument("--expect", help="the final state a run without a crash must reach: JSON, "
+                     "or @FILE")  # fmt: skip
+    run.add_argument("--repeat", type=int, default=1,
+                     help="crash this many workers in a row at each point (default 1)")  # fmt: skip
     run.add_argument("--data-converter", help="MODULE:NAME of a temporalio DataConverter")
     run.add_argument(
         "--address", help="Temporal's HOST:PORT (default: TEMPORAL_ADDRESS, else a server on "
@@ -88,6 +105,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--jobs must be at least 1")
     if args.deadline_s <= 0:
         parser.error("--deadline-s must be positive")
+    if not 1 <= args.repeat <= MAX_REPEAT:
+        parser.error(f"--repeat must be 1 to {MAX_REPEAT}")
     return args
 
 
@@ -98,6 +117,25 @@ class Inputs:
     target: Target
     observe: Observe
     points: list[str] | None
+    drive: Drive | None = None
+    expect: Any = None
+    has_expect: bool = False
+
+
+def read_expect(text: str) -> Any:
+    """--expect: JSON, or @FILE holding JSON."""
+    what = "--expect"
+    if text.startswith("@"):
+        path = Path(text[1:])
+        what = f"--expect {text}"
+        try:
+            text = path.read_text()
+        except OSError as err:
+            raise LoadError(f"{what}: cannot read it ({err.strerror})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise LoadError(f"{what} is not JSON: {err}") from None
 
 
 def check_inputs(args: argparse.Namespace) -> Inputs:
@@ -108,6 +146,8 @@ def check_inputs(args: argparse.Namespace) -> Inputs:
     load_callable(args.worker, "--worker")  # fail here, not in every worker process
     load_data_converter(args.data_converter)
     observe = load_callable(args.observe, "--observe")
+    drive = load_callable(args.drive, "--drive") if args.drive else None
+    expect = read_expect(args.expect) if args.expect is not None else None
     points = [p.strip() for p in args.points.split(",") if p.strip()] if args.points else None
     for point in points or ():
         CrashPoint.parse(point)
@@ -117,7 +157,7 @@ def check_inputs(args: argparse.Namespace) -> Inputs:
         input=workflow_input,
         data_converter=args.data_converter,
     )
-    return Inputs(target, observe, points)
+    return Inputs(target, observe, points, drive, expect, args.expect is not None)
 
 
 def say(text: str) -> None:
@@ -128,7 +168,7 @@ def progress(done: int, total: int, cell: Cell) -> None:
     mark = "✓" if cell.matches else "✗"
     what = f"  {cell.diff}" if cell.diff else ""
     print(
-        f"[{done:>3}/{total}] {cell.crash_at:<20} {cell.activity:<32} {mark} "
+        f"[{done:>3}/{total}] {cell.crash_at:<20} {cell.activity[:40]:<40} {mark} "
         f"{cell.seconds:5.1f} s{what}",
         file=sys.stderr,
         flush=True,
@@ -154,30 +194,38 @@ async def crash_test(args: argparse.Namespace, inputs: Inputs, log_dir: Path) ->
             data_converter=load_data_converter(args.data_converter),
         )
         runner = Runner(
-            client, address, procs, inputs.observe,
+            client, address, procs, inputs.observe, drive=inputs.drive,
             namespace=args.namespace, deadline_s=args.deadline_s,
         )  # fmt: skip
         target = inputs.target
         say(f"reference run of {target.workflow} (no crash)")
         reference = await runner.reference(target)
-        boundaries = reference.select(inputs.points)
-        names = ", ".join(a.label for a in reference.activities)
-        say(
-            f"{len(reference.activities)} activities ({names}): {len(boundaries)} crash points, "
-            f"{min(args.jobs, len(boundaries))} at a time"
+        say(f"reference state: {short(reference.observed, REFERENCE_CHARS)}")
+        report = Report(
+            workflow=target.workflow,
+            activities=[b.label for b in reference.boundaries],
+            reference=reference.observed,
+            cells=[],
+            seconds=0.0,
+            warnings=list(reference.tree.warnings),
         )
-        cells = await run_cells(runner, target, boundaries, reference, args.jobs, progress)
+        if inputs.has_expect:
+            report.expect_diff = differences(to_json(inputs.expect, "--expect"),
+                                             reference.observed)  # fmt: skip
+        if report.expect_diff is None:
+            points, report.untested = reference.select(inputs.points, args.repeat)
+            names = ", ".join(b.label for b in reference.boundaries)
+            say(
+                f"{len(reference.boundaries)} boundaries ({names}): {len(points)} crash points, "
+                f"{min(args.jobs, len(points))} at a time"
+            )
+            report.cells = await run_cells(runner, target, points, reference, args.jobs, progress)
     finally:
         await procs.kill_all_and_reap()
         if server is not None:
             server.stop()
-    return Report(
-        workflow=target.workflow,
-        activities=[a.label for a in reference.activities],
-        reference=reference.observed,
-        cells=cells,
-        seconds=round(time.monotonic() - started, 1),
-    )
+    report.seconds = round(time.monotonic() - started, 1)
+    return report
 
 
 async def main(args: argparse.Namespace) -> int:
@@ -198,7 +246,10 @@ async def main(args: argparse.Namespace) -> int:
     except (KeyboardInterrupt, asyncio.CancelledError):
         say(f"stopped; the workers' logs are in {log_dir}")
         raise
-    print(report.table())
+    if report.cells:
+        print(report.table())
+    if report.notes():
+        print(report.notes())
     print(report.summary())
     if args.json:
         report.write_json(args.json)

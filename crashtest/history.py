@@ -1,13 +1,17 @@
-"""What a workflow's history tells a crash test: its activity boundaries, and what a recovery
-waited on (a SIGKILLed worker is noticed only through timeouts)."""
+"""What a workflow's histories tell a crash test: every boundary of the run's tree (activities and
+local activities, in child workflows and in every run of a continue-as-new chain), what a
+recovery waited on (a SIGKILLed worker is noticed only through timeouts), and whether a run that
+is taking long is stuck, failing or idle."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import (
     EventType,
     PendingActivityState,
@@ -18,37 +22,293 @@ from temporalio.api.enums.v1 import (
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-from temporalio.client import Client, WorkflowHandle, WorkflowHistory
+from temporalio.client import Client, WorkflowExecutionDescription, WorkflowHandle, WorkflowHistory
+
+from crashtest.interceptor import ROOT_SCOPE, SCOPE_HEADER, STAMP_HEADER, decode_scope, decode_stamp
+from crashtest.report import Untested
 
 # A worker takes a second or two to start; a workflow task unclaimed for longer than this, on a
 # task queue that no worker polls for workflows, will never be taken.
 NO_POLLER_GRACE_S = 10.0
+# An activity whose attempts keep failing (not timing out) this many times is reported as
+# failing on every attempt, with its last failure.
+FAILING_ATTEMPTS = 3
+LOCAL_ACTIVITY_MARKER = "core_local_activity"
+INPUT_CHARS = 24
 
 
 @dataclass(frozen=True)
-class ScheduledActivity:
-    position: int  # 1-based, in scheduling order
-    activity: str  # the activity type
-    occurrence: int  # which run of that type (1 for the first)
-    label: str  # the type, with "#k" where the type runs more than once
-    event_id: int  # its ActivityTaskScheduled event
+class RunHistory:
+    """One run of one workflow of the tree, and its place in it."""
+
+    scope: str
+    workflow_id: str
+    run_id: str
+    workflow_type: str
+    task_queue: str
+    history: WorkflowHistory
 
 
-def scheduled_activities(history: WorkflowHistory) -> list[ScheduledActivity]:
-    """Every activity the run scheduled, in order (local activities are not scheduled tasks)."""
-    scheduled = [
-        (e.event_id, e.activity_task_scheduled_event_attributes.activity_type.name)
-        for e in history.events
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-    ]
-    total = Counter(name for _, name in scheduled)
+async def tree_histories(client: Client, workflow_id: str, first_run_id: str) -> list[RunHistory]:
+    """Every run of the tree rooted at the run `first_run_id` of `workflow_id`: the runs of its
+    continue-as-new chain and, at any depth, the child workflows they started."""
+    runs: list[RunHistory] = []
+    todo = [(workflow_id, first_run_id)]
+    while todo:
+        wid, rid = todo.pop(0)
+        history = await client.get_workflow_handle(wid, run_id=rid).fetch_history()
+        if not history.events:
+            continue
+        started = history.events[0].workflow_execution_started_event_attributes
+        where = decode_scope(started.header.fields.get(SCOPE_HEADER))
+        runs.append(
+            RunHistory(
+                scope=where[1] if where else ROOT_SCOPE,
+                workflow_id=wid,
+                run_id=rid,
+                workflow_type=started.workflow_type.name,
+                task_queue=started.task_queue.name,
+                history=history,
+            )
+        )
+        for e in history.events:
+            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+                todo.append((wid, e.workflow_execution_continued_as_new_event_attributes
+                             .new_execution_run_id))  # fmt: skip
+            elif e.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED:
+                child = e.child_workflow_execution_started_event_attributes.workflow_execution
+                todo.append((child.workflow_id, child.run_id))
+    return runs
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """An activity or local activity of the tree: a place a killed worker can repeat an effect."""
+
+    number: int  # 1-based, across the whole tree in scheduling order
+    scope: str  # the run it belongs to (see crashtest.interceptor)
+    position: int  # 1-based, within its run
+    activity: str  # the activity type, as the history spells it
+    local: bool
+    label: str  # how the report names it: "run 2: notify", "ChargeChild/charge (local)"
+    occurrence: int  # which `activity` of the tree it is, in scheduling order (for `name#k`)
+    activity_id: str
+    workflow_id: str  # its run, for a reset
+    run_id: str
+    reset_event_id: int  # the workflow task that scheduled it (a reset goes back to there)
+
+
+@dataclass
+class Tree:
+    """The boundaries of a tree's runs, what could not be made one, and what the user should know
+    (e.g. activity ids that repeat across a continue-as-new chain)."""
+
+    runs: list[RunHistory]
+    boundaries: list[Boundary] = field(default_factory=list)
+    untested: list[Untested] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def run(self, scope: str) -> RunHistory | None:
+        return next((r for r in self.runs if r.scope == scope), None)
+
+
+@dataclass
+class _Found:
+    """A boundary as the history shows it, before it is numbered and named."""
+
+    run: RunHistory
+    position: int
+    activity: str
+    local: bool
+    activity_id: str
+    time: datetime
+    reset_event_id: int
+    input: str = ""
+
+
+def _short_input(payloads: list[Payload]) -> str:
+    """A hint of which call an activity is: its input's first strings (else its first numbers)."""
+    if not payloads or payloads[0].metadata.get("encoding") != b"json/plain":
+        return ""
+    try:
+        value = json.loads(payloads[0].data)
+    except ValueError:
+        return ""
+    strings: list[str] = []
+    others: list[str] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, dict):
+            for inner in v.values():
+                walk(inner)
+        elif isinstance(v, list):
+            for inner in v:
+                walk(inner)
+        elif isinstance(v, str):
+            strings.append(v)
+        elif v is not None and not isinstance(v, bool):
+            others.append(str(v))
+
+    walk(value)
+    text = " ".join((strings or others)[:2])
+    return text if len(text) <= INPUT_CHARS else text[: INPUT_CHARS - 1] + "…"
+
+
+def _found_in(run: RunHistory, untested: list[Untested]) -> list[_Found]:
+    """The run's boundaries by position: activities from their stamps, local activities from
+    their markers, placed in the positions the stamps leave free (in the order they ran)."""
+    activities: list[_Found] = []
+    markers: dict[int, _Found] = {}
+    for e in run.history.events:
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            a = e.activity_task_scheduled_event_attributes
+            stamp = decode_stamp(a.header.fields.get(STAMP_HEADER))
+            name = a.activity_type.name
+            if stamp is None:
+                untested.append(Untested(f"{run.workflow_type} {name} (id {a.activity_id})",
+                                         "scheduled without crashtest's stamp: its worker is not "
+                                         "one of crashtest's (another task queue?)"))  # fmt: skip
+                continue
+            if a.task_queue.name != run.task_queue:
+                untested.append(Untested(f"{run.workflow_type} {name}",
+                                         f"runs on task queue {a.task_queue.name}, which "
+                                         "crashtest's workers do not poll"))  # fmt: skip
+                continue
+            activities.append(
+                _Found(run, stamp.position, name, False, a.activity_id, e.event_time.ToDatetime(),
+                       a.workflow_task_completed_event_id, _short_input(list(a.input.payloads)))
+            )  # fmt: skip
+        elif (
+            e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+            and e.marker_recorded_event_attributes.marker_name == LOCAL_ACTIVITY_MARKER
+        ):
+            m = e.marker_recorded_event_attributes
+            try:
+                data = json.loads(m.details["data"].payloads[0].data)
+                seq = int(data["seq"])
+            except (KeyError, IndexError, ValueError, TypeError):
+                where = f"{run.workflow_type} local activity (event {e.event_id})"
+                untested.append(Untested(where, "its marker cannot be read"))
+                continue
+            markers.setdefault(seq, _Found(
+                run, 0, str(data.get("activity_type", "?")), True, str(data.get("activity_id", "")),
+                e.event_time.ToDatetime(), m.workflow_task_completed_event_id,
+            ))  # fmt: skip
+    taken = {a.position for a in activities}
+    free = [p for p in range(1, len(activities) + len(markers) + 1) if p not in taken]
+    locals_ = [markers[seq] for seq in sorted(markers)]
+    if len(free) != len(locals_):
+        for la in locals_:
+            untested.append(Untested(f"{run.workflow_type} {la.activity} (local)",
+                                     "its position among the run's activities cannot be told "
+                                     "from the history"))  # fmt: skip
+        locals_ = []
+    for position, la in zip(free, locals_, strict=False):
+        la.position = position
+    return sorted([*activities, *locals_], key=lambda f: f.position)
+
+
+def _segments(scope: str) -> list[tuple[str, int]]:
+    """`@1/Child#2@1` → [("", 1), ("Child#2", 1)]."""
+    out = []
+    for part in scope.split("/"):
+        name, _, run = part.rpartition("@")
+        out.append((name, int(run)))
+    return out
+
+
+def _scope_names(scopes: set[str]) -> dict[str, str]:
+    """How each scope is named in a label: `run 2: ` for a later run of the root's chain, then
+    `Child/` for each child (`Child#2` where a run starts more than one `Child`, `Child (run 2)`
+    for a later run of a child's chain)."""
+    runs: dict[tuple[tuple[tuple[str, int], ...], str], set[int]] = {}
+    siblings: dict[tuple[tuple[tuple[str, int], ...], str], set[str]] = {}
+    for scope in scopes:
+        segments = _segments(scope)
+        for i, (name, run) in enumerate(segments):
+            parent = tuple(segments[:i])
+            runs.setdefault((parent, name), set()).add(run)
+            siblings.setdefault((parent, name.partition("#")[0]), set()).add(name)
+    names = {}
+    for scope in scopes:
+        segments = _segments(scope)
+        text = ""
+        for i, (name, run) in enumerate(segments):
+            parent = tuple(segments[:i])
+            later_run = len(runs[(parent, name)]) > 1
+            if i == 0:
+                text = f"run {run}: " if later_run else ""
+                continue
+            workflow_type = name.partition("#")[0]
+            shown = name if len(siblings[(parent, workflow_type)]) > 1 else workflow_type
+            text += shown + (f" (run {run})" if later_run else "") + "/"
+        names[scope] = text
+    return names
+
+
+def read_tree(runs: list[RunHistory]) -> Tree:
+    """Number and name every boundary of the runs; say what cannot be crashed, and warn where
+    `workflow_id:activity_id` keys would collide."""
+    tree = Tree(runs)
+    found: list[_Found] = []
+    for run in runs:
+        found += _found_in(run, tree.untested)
+    # One order across the tree: each run's boundaries by position, runs interleaved by time.
+    keyed: list[tuple[datetime, int, int, _Found]] = []
+    for index, run in enumerate(runs):
+        latest = datetime.min
+        for f in (f for f in found if f.run is run):
+            latest = max(latest, f.time)
+            keyed.append((latest, index, f.position, f))
+    ordered = [f for *_, f in sorted(keyed, key=lambda k: k[:3])]
+    names = _scope_names({r.scope for r in runs})
+    per_scope = Counter((f.run.scope, f.activity) for f in ordered)
+    inputs: dict[tuple[str, str], set[str]] = {}
+    for f in ordered:
+        inputs.setdefault((f.run.scope, f.activity), set()).add(f.input)
+    seen_in_scope: Counter[tuple[str, str]] = Counter()
     seen: Counter[str] = Counter()
-    activities = []
-    for position, (event_id, name) in enumerate(scheduled, 1):
-        seen[name] += 1
-        label = f"{name}#{seen[name]}" if total[name] > 1 else name
-        activities.append(ScheduledActivity(position, name, seen[name], label, event_id))
-    return activities
+    for number, f in enumerate(ordered, 1):
+        key = (f.run.scope, f.activity)
+        seen_in_scope[key] += 1
+        seen[f.activity] += 1
+        label = names[f.run.scope] + f.activity
+        if per_scope[key] > 1:
+            label += f"#{seen_in_scope[key]}"
+            if f.input and len(inputs[key]) > 1:
+                label += f" ({f.input})"
+        if f.local:
+            label += " (local)"
+        tree.boundaries.append(Boundary(
+            number, f.run.scope, f.position, f.activity, f.local, label, seen[f.activity],
+            f.activity_id, f.run.workflow_id, f.run.run_id, f.reset_event_id,
+        ))  # fmt: skip
+    tree.warnings += _repeated_activity_ids(tree)
+    return tree
+
+
+def _repeated_activity_ids(tree: Tree) -> list[str]:
+    """Activity ids restart in every run of a continue-as-new chain: keys made of the workflow id
+    and the activity id collide there."""
+    warnings = []
+    chains: dict[tuple[str, str], list[Boundary]] = {}
+    for b in tree.boundaries:
+        chains.setdefault((b.workflow_id, b.scope.rpartition("@")[0]), []).append(b)
+    for (_, chain), boundaries in chains.items():
+        by_id: dict[str, set[str]] = {}
+        for b in boundaries:
+            by_id.setdefault(b.activity_id, set()).add(b.scope)
+        repeated = sorted((i for i, s in by_id.items() if len(s) > 1), key=lambda i: (len(i), i))
+        if repeated:
+            shown = ", ".join(repeated[:5]) + (" …" if len(repeated) > 5 else "")
+            runs = len({b.scope for b in boundaries})
+            where = f"the child {chain.rpartition('/')[2]}'s" if chain else "the workflow's"
+            warnings.append(
+                f"activity ids {shown} repeat across the {runs} runs of {where} continue-as-new "
+                "chain: keys of workflow_id:activity_id collide there (put the run's place in "
+                "the chain into the key)"
+            )
+    return warnings
 
 
 def _seconds(duration_s: float) -> str:
@@ -59,13 +319,17 @@ def _timeout_kind(timeout_type: TimeoutType.ValueType) -> str:
     return TimeoutType.Name(timeout_type).removeprefix("TIMEOUT_TYPE_").lower().replace("_", "-")
 
 
-def recovery_waits(history: WorkflowHistory) -> list[str]:
+def recovery_waits(run: RunHistory, labels: dict[int, str] | None = None) -> list[str]:
     """The timeouts the run waited on, in order: an activity attempt that timed out (the worker
-    running it died) and workflow tasks that timed out (e.g. on a dead worker's sticky queue)."""
-    by_id: dict[int, HistoryEvent] = {e.event_id: e for e in history.events}
-    labels = {a.event_id: a.label for a in scheduled_activities(history)}
+    running it died) and workflow tasks that timed out (on a dead worker's sticky queue, or held
+    by a worker that died during the task: a local activity, or a kill after a checkpoint).
+    `labels`: the boundaries' labels by their ActivityTaskScheduled event id."""
+    events = run.history.events
+    by_id: dict[int, HistoryEvent] = {e.event_id: e for e in events}
+    started_attrs = events[0].workflow_execution_started_event_attributes
+    task_timeout = started_attrs.workflow_task_timeout.ToTimedelta().total_seconds()
     waits = []
-    for e in history.events:
+    for e in events:
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
             started = e.activity_task_started_event_attributes
             timeout = started.last_failure.timeout_failure_info
@@ -79,7 +343,8 @@ def recovery_waits(history: WorkflowHistory) -> list[str]:
                 "schedule-to-start": scheduled.schedule_to_start_timeout,
             }.get(kind)
             size = f" {_seconds(limit.ToTimedelta().total_seconds())}" if limit else ""
-            waits.append(f"{labels[started.scheduled_event_id]} {kind} timeout{size}")
+            name = (labels or {}).get(started.scheduled_event_id, scheduled.activity_type.name)
+            waits.append(f"{name} {kind} timeout{size}")
         elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
             timed_out = e.workflow_task_timed_out_event_attributes
             scheduled_at = by_id[timed_out.scheduled_event_id].event_time.ToDatetime()
@@ -87,48 +352,109 @@ def recovery_waits(history: WorkflowHistory) -> list[str]:
             if timed_out.timeout_type == TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START:
                 waits.append(f"sticky queue timeout {_seconds(waited)}")
             else:
-                waits.append(f"workflow task {_timeout_kind(timed_out.timeout_type)} timeout")
+                kind = _timeout_kind(timed_out.timeout_type)
+                waits.append(f"workflow task {kind} timeout {_seconds(task_timeout)}")
     return waits
 
 
-async def stuck_workflow_task(
-    client: Client, handle: WorkflowHandle[Any, Any], worker_ready: bool
-) -> str | None:
-    """Why the run cannot go on, if its workflow task is stuck: it keeps failing (Temporal
-    retries it forever: a worker without the workflow, code that replays differently), or no
-    worker has taken it for a while and none polls its task queue for workflows although the
-    worker says it is ready (`worker_ready`)."""
-    description = await handle.describe()
-    pending = description.raw_description.pending_workflow_task
-    if pending.attempt >= 2:
-        history = await handle.fetch_history()
-        failures = [
-            e.workflow_task_failed_event_attributes.failure.message
-            for e in history.events
-            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
-        ]
-        if failures:
-            return f"the workflow task fails on the worker: {failures[-1].strip().splitlines()[0]}"
-    waiting = datetime.now(UTC) - pending.scheduled_time.ToDatetime(tzinfo=UTC)
-    if (
-        worker_ready
-        and pending.state == PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED
-        and waiting.total_seconds() > NO_POLLER_GRACE_S
-    ):
-        queue = description.task_queue
-        pollers = await client.workflow_service.describe_task_queue(
-            DescribeTaskQueueRequest(
-                namespace=client.namespace,
-                task_queue=TaskQueue(name=queue),
-                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+@dataclass(frozen=True)
+class _Open:
+    handle: WorkflowHandle[Any, Any]
+    description: WorkflowExecutionDescription
+
+
+async def _open_runs(client: Client, handle: WorkflowHandle[Any, Any]) -> list[_Open]:
+    """The run and, at any depth, its open children: each with its description."""
+    out: list[_Open] = []
+    todo = [handle]
+    while todo:
+        h = todo.pop(0)
+        description = await h.describe()
+        out.append(_Open(h, description))
+        for child in description.raw_description.pending_children:
+            todo.append(client.get_workflow_handle(child.workflow_id, run_id=child.run_id or None))
+    return out
+
+
+def _open_timers(history: WorkflowHistory) -> int:
+    opened: set[int] = set()
+    for e in history.events:
+        if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED:
+            opened.add(e.event_id)
+        elif e.event_type == EventType.EVENT_TYPE_TIMER_FIRED:
+            opened.discard(e.timer_fired_event_attributes.started_event_id)
+        elif e.event_type == EventType.EVENT_TYPE_TIMER_CANCELED:
+            opened.discard(e.timer_canceled_event_attributes.started_event_id)
+    return len(opened)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a run that has not ended is doing: stuck (it cannot go on, and why), idle (nothing
+    pending anywhere in its tree: it waits for a message), or neither."""
+
+    stuck: str | None = None
+    idle: bool = False
+
+
+async def progress_of(
+    client: Client, handle: WorkflowHandle[Any, Any], ready_for_s: float | None
+) -> Progress:
+    """Whether the run cannot go on: a workflow task that keeps failing (Temporal retries it
+    forever: a worker without the workflow, code that replays differently), an activity failing
+    on every attempt, or a workflow task nobody takes from a queue no worker polls although the
+    worker said it is ready `ready_for_s` ago (None: it has not). Or whether it sits idle."""
+    idle = True
+    for run in await _open_runs(client, handle):
+        raw = run.description.raw_description
+        what = "" if run.handle is handle else f" (child {run.description.workflow_type})"
+        pending = raw.pending_workflow_task
+        if pending.attempt >= 2:
+            history = await run.handle.fetch_history()
+            failures = [
+                e.workflow_task_failed_event_attributes.failure.message
+                for e in history.events
+                if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+            ]
+            if failures:
+                first = failures[-1].strip().splitlines()[0]
+                return Progress(stuck=f"the workflow task fails on the worker{what}: {first}")
+        for a in raw.pending_activities:
+            timed_out = a.last_failure.HasField("timeout_failure_info")
+            if a.attempt >= FAILING_ATTEMPTS and a.last_failure.message and not timed_out:
+                first = a.last_failure.message.strip().splitlines()[0]
+                return Progress(stuck=f"activity {a.activity_type.name}{what} fails on every "
+                                f"attempt (attempt {a.attempt}): {first}")  # fmt: skip
+        waiting = datetime.now(UTC) - pending.scheduled_time.ToDatetime(tzinfo=UTC)
+        if (
+            ready_for_s is not None
+            and ready_for_s > NO_POLLER_GRACE_S
+            and pending.state == PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED
+            and waiting.total_seconds() > NO_POLLER_GRACE_S
+        ):
+            queue = run.description.task_queue
+            pollers = await client.workflow_service.describe_task_queue(
+                DescribeTaskQueueRequest(
+                    namespace=client.namespace,
+                    task_queue=TaskQueue(name=queue),
+                    task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+                )
             )
-        )
-        if not pollers.pollers:
-            return (
-                f"no worker takes workflow tasks from task queue {queue}: does the factory's "
-                f"Worker register the workflow {description.workflow_type}?"
-            )
-    return None
+            if not pollers.pollers:
+                return Progress(stuck=(
+                    f"no worker takes workflow tasks from task queue {queue}: does the factory's "
+                    f"Worker register the workflow {run.description.workflow_type}?"
+                ))  # fmt: skip
+        if (
+            raw.HasField("pending_workflow_task")
+            or raw.pending_activities
+            or raw.pending_nexus_operations
+            or run.description.status is None
+            or run.description.status.name != "RUNNING"
+            or _open_timers(await run.handle.fetch_history())
+        ):
+            idle = False
+    return Progress(idle=idle)
 
 
 async def what_it_waits_on(handle: WorkflowHandle[Any, Any]) -> str:

@@ -1,134 +1,303 @@
-"""A worker interceptor that SIGKILLs its own worker process at a crash point.
+"""A worker interceptor that stamps every boundary of a workflow run and SIGKILLs its own worker
+process at one of them.
 
-Install it on the client (`Client.connect(..., interceptors=[CrashInterceptor(point)])`): a client
+Install it on the client (`Client.connect(..., interceptors=[CrashInterceptor(site)])`): a client
 interceptor that is also a worker interceptor reaches every worker built on that client, so the
 code under test is not changed.
 
-How it knows where it is: its workflow half stamps every activity the workflow schedules with a
-header carrying the activity's position in scheduling order, its type and which run of that type
-it is (and the same of the activity scheduled before it). Workflow code is deterministic, so the
-stamps are the same on every replay. Its activity half reads the stamp and kills the process:
+How it knows where it is. Its workflow half stamps every activity and local activity a workflow
+run schedules with a header: the root workflow id of the run's tree, the run's *scope* (its place
+in the tree and in a continue-as-new chain) and the boundary's position in the run's scheduling
+order (activities and local activities counted together). Child workflows and the next run of a
+continue-as-new chain are started with a header that carries the root and their scope. Workflow
+code is deterministic, so the stamps are the same on every replay; they are recorded in the
+history, where `crashtest.history` reads them back.
 
-- `after-effect:N`: activity N returned (on any attempt); the worker has not yet reported the
-  completion to the server, so the server will run activity N again.
-- `after-checkpoint:N`: the first attempt of the activity scheduled after N is starting. For a
-  workflow that runs its activities one after another, the server has recorded N's completion
-  (that is what scheduled the next one). Activities running in parallel may still be in flight.
+A scope is `@R` for run R of the root's chain, then `/Type#K@R` for each child below it: the K-th
+child of workflow type `Type` that its parent's run started, in run R of its own chain.
 
-Local activities carry no stamp and are never crash points.
+Where it kills (`CrashSite`):
+
+- `after-effect`: the activity or local activity returned (on any attempt); its completion is not
+  yet reported, so it runs again. For a local activity the marker that records its result is
+  written only when the workflow task completes, so it too runs again.
+- `after-checkpoint`, activity: the workflow, not replaying, sees the activity's result, so the
+  server has recorded its completion; the kill comes before the workflow task that would record
+  anything after it completes. Activities still running in the worker die with it.
+- `after-checkpoint`, local activity: at the first sign that the workflow task holding its marker
+  completed: an activity scheduled after it starts its first attempt, or the workflow runs in a
+  later workflow task.
+
+Every kill prints one `CRASH` line (with the boundaries still running in the process, as JSON
+after `in-flight=`) and SIGKILLs the process: no cleanup, no finally blocks.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
+import os
 import random
-from dataclasses import dataclass
+import signal
+import sys
+from collections import Counter
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from temporalio import activity, client, worker
+from temporalio import activity, client, worker, workflow
 from temporalio.api.common.v1 import Payload
 
-from crashtest.points import CrashPoint, Moment, crash_now
+from crashtest.points import CrashPoint, CrashPointError, Moment
 
-HEADER = "crashtest-boundary"
+STAMP_HEADER = "crashtest-boundary"
+SCOPE_HEADER = "crashtest-scope"
+ROOT_SCOPE = "@1"
+IN_FLIGHT = " in-flight="
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class Stamp:
-    position: int
-    activity: str
-    occurrence: int
+    root: str  # the workflow id at the root of the run's tree
+    scope: str  # the run's place in the tree and its chain
+    position: int  # 1-based, activities and local activities in scheduling order
+    activity: str  # the activity type
+    local: bool
+    kill_on_start: bool = False  # scheduled after an armed local activity's marker (see above)
 
     def label(self) -> str:
-        suffix = f"#{self.occurrence}" if self.occurrence > 1 else ""
-        return f"activity {self.position} ({self.activity}{suffix})"
+        where = "" if self.scope == ROOT_SCOPE else f"{self.scope} "
+        return f"{where}activity {self.position} ({self.activity}{' local' if self.local else ''})"
 
 
-def _encode(here: Stamp, previous: Stamp | None) -> Payload:
-    data = {"here": here.__dict__, "previous": previous.__dict__ if previous else None}
+@dataclass(frozen=True)
+class CrashSite:
+    """A boundary to crash at: position `position` of the run `scope`."""
+
+    moment: Moment  # after-effect or after-checkpoint
+    scope: str
+    position: int
+
+    def to_text(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def parse(cls, text: str) -> CrashSite:
+        """JSON from `to_text`, or a crash point by position (in the root's first run)."""
+        if text.lstrip().startswith("{"):
+            try:
+                data = json.loads(text)
+                return cls(Moment(data["moment"]), str(data["scope"]), int(data["position"]))
+            except (ValueError, KeyError, TypeError) as err:
+                raise CrashPointError(f"not a crash site: {text!r} ({err})") from None
+        return cls.of(CrashPoint.parse(text))
+
+    @classmethod
+    def of(cls, point: CrashPoint) -> CrashSite:
+        if point.position is None or point.moment is Moment.RESET or point.repeat > 1:
+            raise CrashPointError(f"{point}: a worker crashes itself at a position, e.g. 3")
+        return cls(point.moment, ROOT_SCOPE, point.position)
+
+    def __str__(self) -> str:
+        where = "" if self.scope == ROOT_SCOPE else f"{self.scope}:"
+        return f"{self.moment.value}:{where}{self.position}"
+
+
+def encode(data: dict[str, Any]) -> Payload:
     return Payload(metadata={"encoding": b"json/plain"}, data=json.dumps(data).encode())
 
 
-def _decode(payload: Payload | None) -> tuple[Stamp, Stamp | None] | None:
+def decode_stamp(payload: Payload | None) -> Stamp | None:
     if payload is None:
         return None
-    data = json.loads(payload.data)
-    previous = data["previous"]
-    return Stamp(**data["here"]), Stamp(**previous) if previous else None
+    try:
+        return Stamp(**json.loads(payload.data))
+    except (ValueError, TypeError):
+        return None
+
+
+def decode_scope(payload: Payload | None) -> tuple[str, str] | None:
+    """(root workflow id, scope) from a run's start header."""
+    if payload is None:
+        return None
+    try:
+        data = json.loads(payload.data)
+        return str(data["root"]), str(data["scope"])
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
+def next_run(scope: str) -> str:
+    head, _, run = scope.rpartition("@")
+    return f"{head}@{int(run) + 1}"
+
+
+def _kill(site: CrashSite, where: str, in_flight: list[Stamp]) -> None:
+    running = json.dumps([{"scope": s.scope, "position": s.position} for s in in_flight])
+    print(
+        f"CRASH {site} ({where}): SIGKILL pid {os.getpid()};{IN_FLIGHT}{running}",
+        file=sys.stderr,
+        flush=True,
+    )
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 class _StampingOutbound(worker.WorkflowOutboundInterceptor):
-    """Counts the activities a workflow run schedules and stamps each one."""
+    """Counts the boundaries a workflow run schedules, stamps each one, and carries the scope to
+    child workflows and the next run of the chain."""
 
-    def __init__(self, next: worker.WorkflowOutboundInterceptor) -> None:
+    def __init__(self, next: worker.WorkflowOutboundInterceptor, crash: CrashInterceptor) -> None:
         super().__init__(next)
+        self._crash = crash
         self._scheduled = 0
-        self._runs: dict[str, int] = {}
-        self._previous: Stamp | None = None
+        self._children: Counter[str] = Counter()
+        self._where: tuple[str, str] | None = None
+        self._armed_at: int | None = None  # history length when an armed local activity resolved
 
-    def start_activity(self, input: worker.StartActivityInput) -> Any:
+    def _context(self) -> tuple[str, str]:
+        if self._where is None:
+            info = workflow.info()
+            self._where = decode_scope(info.headers.get(SCOPE_HEADER)) or (
+                info.workflow_id,
+                ROOT_SCOPE,
+            )
+        return self._where
+
+    def _targets(self, position: int, moment: Moment) -> bool:
+        site = self._crash.site
+        root, scope = self._context()
+        return (
+            site is not None
+            and site.moment is moment
+            and site.scope == scope
+            and site.position == position
+            and self._crash.workflow_id in (None, root)
+        )
+
+    def _kill_if_a_later_task(self, what: str) -> None:
+        """An armed local activity's marker is recorded once its workflow task completed: any
+        later workflow task proves it."""
+        if self._armed_at is None or workflow.unsafe.is_replaying():
+            return
+        if workflow.info().get_current_history_length() > self._armed_at:
+            assert self._crash.site is not None
+            self._crash.kill(self._crash.site, f"a later workflow task {what}")
+
+    def _stamp(self, activity_type: str, local: bool) -> Stamp:
+        self._kill_if_a_later_task(f"schedules {activity_type}")
+        root, scope = self._context()
         self._scheduled += 1
-        self._runs[input.activity] = self._runs.get(input.activity, 0) + 1
-        here = Stamp(self._scheduled, input.activity, self._runs[input.activity])
-        input.headers = {**input.headers, HEADER: _encode(here, self._previous)}
-        self._previous = here
-        return super().start_activity(input)
+        return Stamp(root, scope, self._scheduled, activity_type, local, self._armed_at is not None)
 
+    def _watch(self, handle: asyncio.Task[Any], stamp: Stamp) -> None:
+        if not self._targets(stamp.position, Moment.AFTER_CHECKPOINT):
+            return
 
-class _StampingInbound(worker.WorkflowInboundInterceptor):
-    def init(self, outbound: worker.WorkflowOutboundInterceptor) -> None:
-        super().init(_StampingOutbound(outbound))
+        def resolved(task: asyncio.Task[Any]) -> None:
+            if task.cancelled() or workflow.unsafe.is_replaying():
+                return
+            site = self._crash.site
+            assert site is not None
+            if stamp.local:
+                self._armed_at = workflow.info().get_current_history_length()
+            else:
+                self._crash.kill(site, f"{stamp.label()} is recorded; the workflow saw it")
+
+        handle.add_done_callback(resolved)
+
+    def start_activity(self, input: worker.StartActivityInput) -> workflow.ActivityHandle[Any]:
+        stamp = self._stamp(input.activity, local=False)
+        input.headers = {**input.headers, STAMP_HEADER: encode(asdict(stamp))}
+        handle = super().start_activity(input)
+        self._watch(handle, stamp)
+        return handle
+
+    def start_local_activity(
+        self, input: worker.StartLocalActivityInput
+    ) -> workflow.ActivityHandle[Any]:
+        stamp = self._stamp(input.activity, local=True)
+        input.headers = {**input.headers, STAMP_HEADER: encode(asdict(stamp))}
+        handle = super().start_local_activity(input)
+        self._watch(handle, stamp)
+        return handle
+
+    async def start_child_workflow(
+        self, input: worker.StartChildWorkflowInput
+    ) -> workflow.ChildWorkflowHandle[Any, Any]:
+        self._kill_if_a_later_task(f"starts {input.workflow}")
+        root, scope = self._context()
+        self._children[input.workflow] += 1
+        child = f"{scope}/{input.workflow}#{self._children[input.workflow]}@1"
+        input.headers = {**input.headers, SCOPE_HEADER: encode({"root": root, "scope": child})}
+        return await super().start_child_workflow(input)
+
+    def continue_as_new(self, input: worker.ContinueAsNewInput) -> Any:
+        self._kill_if_a_later_task("continues as new")
+        root, scope = self._context()
+        data = {"root": root, "scope": next_run(scope)}
+        input.headers = {**input.headers, SCOPE_HEADER: encode(data)}
+        return super().continue_as_new(input)
 
 
 class _CrashingActivity(worker.ActivityInboundInterceptor):
-    def __init__(
-        self, next: worker.ActivityInboundInterceptor, point: CrashPoint, workflow_id: str | None
-    ) -> None:
+    def __init__(self, next: worker.ActivityInboundInterceptor, crash: CrashInterceptor) -> None:
         super().__init__(next)
-        self.point = point
-        self.workflow_id = workflow_id
+        self.crash = crash
 
     async def execute_activity(self, input: worker.ExecuteActivityInput) -> Any:
-        stamps = _decode(input.headers.get(HEADER))
-        info = activity.info()
-        if stamps is None or (self.workflow_id and info.workflow_id != self.workflow_id):
+        stamp = decode_stamp(input.headers.get(STAMP_HEADER))
+        site = self.crash.site
+        if stamp is None or site is None or self.crash.workflow_id not in (None, stamp.root):
             return await super().execute_activity(input)
-        here, previous = stamps
-        point = self.point
+        if stamp.kill_on_start and activity.info().attempt == 1:
+            self.crash.kill(site, f"{stamp.label()} starts: the marker before it is recorded")
+        key = next(self.crash.ids)
+        self.crash.running[key] = stamp
+        try:
+            result = await super().execute_activity(input)
+        finally:
+            self.crash.running.pop(key, None)
         if (
-            point.moment is Moment.AFTER_CHECKPOINT
-            and info.attempt == 1
-            and previous is not None
-            and point.matches(previous.position, previous.activity, previous.occurrence)
+            site.moment is Moment.AFTER_EFFECT
+            and site.scope == stamp.scope
+            and site.position == stamp.position
         ):
-            crash_now(point, f"{previous.label()} is recorded; {here.label()} is starting")
-        result = await super().execute_activity(input)
-        if point.moment is Moment.AFTER_EFFECT and point.matches(
-            here.position, here.activity, here.occurrence
-        ):
-            crash_now(point, f"{here.label()} returned; its completion is not yet reported")
+            self.crash.kill(site, f"{stamp.label()} returned; its completion is not yet recorded")
         return result
 
 
 class CrashInterceptor(client.Interceptor, worker.Interceptor):
-    """SIGKILL this worker's process at `point`, in any workflow on the worker's task queue or
-    only in the workflow `workflow_id`."""
+    """Stamp every boundary; SIGKILL this worker's process at `site` (None: never), in any
+    workflow tree on the worker's task queue or only in the one rooted at `workflow_id`."""
 
-    def __init__(self, point: CrashPoint, workflow_id: str | None = None) -> None:
-        self.point = point
+    def __init__(
+        self, site: CrashSite | CrashPoint | None = None, workflow_id: str | None = None
+    ) -> None:
+        self.site = CrashSite.of(site) if isinstance(site, CrashPoint) else site
         self.workflow_id = workflow_id
+        self.running: dict[int, Stamp] = {}  # activities executing in this process now
+        self.ids = itertools.count()
+
+    def kill(self, site: CrashSite, where: str) -> None:
+        with workflow.unsafe.sandbox_unrestricted():
+            _kill(site, where, list(self.running.values()))
 
     def intercept_activity(
         self, next: worker.ActivityInboundInterceptor
     ) -> worker.ActivityInboundInterceptor:
-        return _CrashingActivity(next, self.point, self.workflow_id)
+        return _CrashingActivity(next, self)
 
     def workflow_interceptor_class(
         self, input: worker.WorkflowInterceptorClassInput
     ) -> type[worker.WorkflowInboundInterceptor]:
+        crash = self
+
+        class _StampingInbound(worker.WorkflowInboundInterceptor):
+            def init(self, outbound: worker.WorkflowOutboundInterceptor) -> None:
+                super().init(_StampingOutbound(outbound, crash))
+
         return _StampingInbound
 
 

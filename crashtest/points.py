@@ -1,10 +1,16 @@
 """Crash points: where a process SIGKILLs itself, and how they are written.
 
-`after-effect:N`      activity (or step) N did its work and returned; the server has not heard.
-`after-checkpoint:N`  N is recorded as done; killed as N+1 starts (its first attempt).
+`after-effect:N`      activity (or local activity, or step) N did its work and returned; the
+                      server has not heard.
+`after-checkpoint:N`  the server recorded N as done; killed before anything after it is recorded.
+`reset:N`             crashtest only: a completed run is reset to the workflow task before N was
+                      scheduled (as an operator does), and finishes again.
 
-N is a position in scheduling order, 1-based, or an activity type name: `after-effect:charge`
-is the first `charge`, `after-effect:charge#2` the second. Standard library only.
+N is a position in scheduling order, 1-based, or an activity type name as the history spells it
+(`after-effect:charge` is the first `charge`, `after-effect:charge#2` the second), or the label
+crashtest prints for a boundary (`run 2: notify`, `ChargeChild/charge`). A `*K` suffix
+(`after-effect:3*2`) crashes the worker that takes over at the same point too, K crashes in all.
+Standard library only.
 """
 
 from __future__ import annotations
@@ -14,21 +20,28 @@ import re
 import signal
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 
 class Moment(StrEnum):
     AFTER_EFFECT = "after-effect"
     AFTER_CHECKPOINT = "after-checkpoint"
+    RESET = "reset"
 
 
 class CrashPointError(ValueError):
     """A crash point that is not written right, or names no boundary of the workflow."""
 
 
-_TARGET = re.compile(r"^(?:(?P<position>\d+)|(?P<name>[A-Za-z_][\w.-]*)(?:#(?P<occurrence>\d+))?)$")
-SYNTAX = "after-effect:N or after-checkpoint:N, N a position (1, 2, ...) or an activity name"
+_POSITION = re.compile(r"^\d+$")
+_NAMED = re.compile(r"^(?P<name>.+?)(?:#(?P<occurrence>\d+))?$")
+_REPEAT = re.compile(r"^(?P<target>.*?)\*(?P<repeat>\d+)$")
+SYNTAX = (
+    "after-effect:N, after-checkpoint:N or reset:N, N a position (1, 2, ...), an activity name "
+    "or a boundary's label, with *K to crash K times"
+)
+MAX_REPEAT = 5
 
 
 @dataclass(frozen=True)
@@ -37,27 +50,49 @@ class CrashPoint:
     position: int | None = None  # 1-based, in scheduling order ...
     activity: str | None = None  # ... or an activity type name
     occurrence: int = 1  # which run of that activity type (name#2)
+    repeat: int = 1  # crashes at this point: the first worker's, then its successors'
+    text: str = field(default="", compare=False)  # as written (matched against labels)
 
     def __str__(self) -> str:
         if self.position is not None:
-            return f"{self.moment.value}:{self.position}"
-        suffix = f"#{self.occurrence}" if self.occurrence != 1 else ""
-        return f"{self.moment.value}:{self.activity}{suffix}"
+            target = str(self.position)
+        else:
+            target = (
+                f"{self.activity}#{self.occurrence}"
+                if self.occurrence != 1
+                else (self.activity or "")
+            )
+        return f"{self.moment.value}:{target}" + (f"*{self.repeat}" if self.repeat > 1 else "")
 
     @classmethod
     def parse(cls, text: str) -> CrashPoint:
-        moment_text, _, target = text.strip().partition(":")
-        match = _TARGET.match(target)
-        if moment_text not in {m.value for m in Moment} or match is None:
+        moment_text, colon, target = text.strip().partition(":")
+        target = target.strip()
+        if moment_text not in {m.value for m in Moment} or not colon or not target:
             raise CrashPointError(f"unknown crash point {text!r}; expected {SYNTAX}")
-        if match["position"] is not None:
-            if int(match["position"]) < 1:
+        moment = Moment(moment_text)
+        repeat = 1
+        if (suffix := _REPEAT.match(target)) is not None:
+            target, repeat = suffix["target"].strip(), int(suffix["repeat"])
+            if not 1 <= repeat <= MAX_REPEAT:
+                raise CrashPointError(
+                    f"unknown crash point {text!r}: *K crashes 1 to {MAX_REPEAT} times"
+                )
+            if moment is Moment.RESET and repeat > 1:
+                raise CrashPointError(f"unknown crash point {text!r}: a reset is not repeated")
+        if _POSITION.match(target):
+            if int(target) < 1:
                 raise CrashPointError(f"unknown crash point {text!r}: positions start at 1")
-            return cls(Moment(moment_text), position=int(match["position"]))
-        occurrence = int(match["occurrence"] or 1)
+            return cls(moment, position=int(target), repeat=repeat, text=target)
+        named = _NAMED.match(target)
+        if named is None:
+            raise CrashPointError(f"unknown crash point {text!r}; expected {SYNTAX}")
+        occurrence = int(named["occurrence"] or 1)
         if occurrence < 1:
             raise CrashPointError(f"unknown crash point {text!r}: occurrences start at #1")
-        return cls(Moment(moment_text), activity=match["name"], occurrence=occurrence)
+        return cls(
+            moment, activity=named["name"], occurrence=occurrence, repeat=repeat, text=target
+        )
 
     def matches(self, position: int, activity: str, occurrence: int) -> bool:
         """Whether this point names the activity at `position` (the `occurrence`-th `activity`)."""
@@ -68,10 +103,16 @@ class CrashPoint:
     def resolve(
         self, activities: Sequence[str], *, checkpoint_after_last: bool = False
     ) -> CrashPoint:
-        """The same point by position, checked against the activity types in scheduling order.
+        """The same point by position, checked against the activity types in scheduling order:
+        for a process that crashes itself through `CRASH_AT` (a journal, a worker by hand).
 
         `checkpoint_after_last`: whether `after-checkpoint` may name the last activity (a journal
         records it; a Temporal worker has no next activity to crash in)."""
+        if self.moment is Moment.RESET or self.repeat > 1:
+            raise CrashPointError(
+                f"{self} is for `python -m crashtest run --points`: one process cannot reset "
+                "its own run or crash its successor"
+            )
         last = len(activities) if checkpoint_after_last else len(activities) - 1
         if self.position is not None:
             position = self.position
@@ -111,7 +152,7 @@ def parse_and_resolve(
     return CrashPoint.parse(text).resolve(activities, checkpoint_after_last=checkpoint_after_last)
 
 
-def crash_now(point: CrashPoint, where: str = "") -> None:
+def crash_now(point: object, where: str = "") -> None:
     """SIGKILL this process: no cleanup, no finally blocks, no atexit. A real crash."""
     detail = f" ({where})" if where else ""
     print(f"CRASH {point}{detail}: SIGKILL pid {os.getpid()}", file=sys.stderr, flush=True)

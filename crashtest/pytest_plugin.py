@@ -1,4 +1,4 @@
-"""crashtest's pytest plugin: one test crash-tests a workflow at every activity boundary.
+"""crashtest's pytest plugin: one test crash-tests a workflow at every boundary.
 
     def test_payments_survive_a_crash_anywhere(crash_test):
         crash_test(worker=build_worker, workflow=PaymentsWorkflow,
@@ -8,7 +8,9 @@ It fails with the boundaries whose final state differs from a run that never cra
 `worker`, `workflow` and `observe` are module-level functions or classes (or "MODULE:NAME"
 strings): the crash test runs `python -m crashtest run` in a process of its own, which loads them
 by name, so the test process never holds a Temporal client. The marker sets options for a test:
-`@pytest.mark.crashtest(jobs=4, points="after-effect:2", deadline_s=60)`.
+`@pytest.mark.crashtest(jobs=4, points="after-effect:2", deadline_s=60)`. `drive=` (a module-level
+function given the workflow handle) sends the signals and updates the run waits for; `expect=`
+(JSON) is the state a run without a crash must reach, so a reference that already differs fails.
 
 Registered through the `pytest11` entry point, and inert unless a test uses `crash_test`.
 """
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
     from crashtest.report import Report
 
 MARKER = "crashtest"
-OPTIONS = ("points", "jobs", "deadline_s", "data_converter", "address", "env")
+OPTIONS = ("points", "jobs", "deadline_s", "data_converter", "address", "env", "repeat")
 
 
 class CrashTest(Protocol):
@@ -43,7 +45,10 @@ class CrashTest(Protocol):
         workflow: type | str,
         input: Any,
         observe: Callable[[str], Any] | str,
+        drive: Callable[[Any], Any] | str | None = None,
+        expect: Any = None,
         points: str | Iterable[str] | None = None,
+        repeat: int | None = None,
         jobs: int | None = None,
         deadline_s: float | None = None,
         data_converter: str | None = None,
@@ -66,10 +71,12 @@ def _command(
 ) -> list[str]:
     cmd = [sys.executable, "-m", "crashtest", "run", "--worker", worker, "--workflow", workflow]
     cmd += ["--input", json.dumps(input), "--observe", observe, "--json", str(out)]
+    if "expect" in options:
+        cmd += ["--expect", json.dumps(options["expect"])]
     points = options.get("points")
     if points is not None:
         cmd += ["--points", points if isinstance(points, str) else ",".join(points)]
-    for name in ("jobs", "deadline_s", "data_converter", "address"):
+    for name in ("jobs", "deadline_s", "data_converter", "address", "repeat", "drive"):
         if options.get(name) is not None:
             cmd += [f"--{name.replace('_', '-')}", str(options[name])]
     return cmd
@@ -102,10 +109,15 @@ def crash_test(request: pytest.FixtureRequest) -> CrashTest:
         workflow: type | str,
         input: Any,
         observe: Callable[[str], Any] | str,
+        drive: Callable[[Any], Any] | str | None = None,
         expect_all_match: bool = True,
         **given: Any,
     ) -> Report:
         options = {**defaults, **{k: v for k, v in given.items() if v is not None}}
+        if "expect" in given:
+            options["expect"] = given["expect"]  # None is a value one may expect
+        if drive is not None:
+            options["drive"] = reference_to(drive, "drive")
         with tempfile.TemporaryDirectory(prefix="crashtest-") as folder:
             out = Path(folder) / "report.json"
             cmd = _command(

@@ -22,6 +22,8 @@ class Cell:
     seconds: float  # the whole cell
     waited_on: list[str] = field(default_factory=list)  # the timeouts the recovery waited on
     error: str | None = None  # the cell could not be run as designed
+    in_flight: list[str] = field(default_factory=list)  # other boundaries running at the kill
+    crashes: int = 0  # how many workers were killed (a repeat may end before its last)
 
     def recovery_text(self) -> str:
         if self.recovery_s is None:
@@ -30,9 +32,10 @@ class Cell:
         return f"{self.recovery_s:.1f} s{waits}"
 
 
-def _short(value: object) -> str:
-    text = json.dumps(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+def short(value: object, chars: int = 40) -> str:
+    """A JSON value in at most `chars` characters."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= chars else text[: chars - 3] + "..."
 
 
 def _walk(reference: object, observed: object, path: str, out: list[str]) -> None:
@@ -53,7 +56,7 @@ def _walk(reference: object, observed: object, path: str, out: list[str]) -> Non
             for i, (a, b) in enumerate(zip(reference, observed, strict=True)):
                 _walk(a, b, f"{path}[{i}]", out)
     elif reference != observed:
-        out.append(f"{where}: {_short(reference)} → {_short(observed)}")
+        out.append(f"{where}: {short(reference)} → {short(observed)}")
 
 
 def differences(reference: object, observed: object) -> str | None:
@@ -67,16 +70,25 @@ def differences(reference: object, observed: object) -> str | None:
 
 
 @dataclass
+class Untested:
+    boundary: str
+    why: str
+
+
+@dataclass
 class Report:
     workflow: str
-    activities: list[str]
+    activities: list[str]  # every boundary's label, in order
     reference: Any
     cells: list[Cell]
     seconds: float
+    untested: list[Untested] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    expect_diff: str | None = None  # the reference differs from --expect, and how
 
     @property
     def ok(self) -> bool:
-        return all(c.matches for c in self.cells)
+        return self.expect_diff is None and all(c.matches for c in self.cells)
 
     @property
     def failed(self) -> list[Cell]:
@@ -88,7 +100,8 @@ class Report:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Report:
         cells = [Cell(**c) for c in data["cells"]]
-        return cls(**{**data, "cells": cells})
+        untested = [Untested(**u) for u in data.get("untested", [])]
+        return cls(**{**data, "cells": cells, "untested": untested})
 
     def write_json(self, path: Path) -> None:
         path.write_text(json.dumps(self.to_json(), indent=1, ensure_ascii=False) + "\n")
@@ -105,6 +118,10 @@ class Report:
             ]
             for c in self.cells
         ]
+        if any(c.in_flight for c in self.cells):
+            head.insert(2, "in flight at the kill")
+            for row, c in zip(rows, self.cells, strict=True):
+                row.insert(2, ", ".join(c.in_flight))
         if markdown:
             lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
             lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -115,7 +132,18 @@ class Report:
             for r in [head, *rows]
         ).rstrip()
 
+    def notes(self) -> str:
+        """What was not tested, and what the user should know, under the table."""
+        lines = [f"not tested: {u.boundary}: {u.why}" for u in self.untested]
+        lines += [f"note: {w}" for w in self.warnings]
+        return "\n".join(lines)
+
     def summary(self) -> str:
+        if self.expect_diff is not None:
+            return (
+                f"{self.workflow}: the run without a crash already differs from what you "
+                f"expect: {self.expect_diff}"
+            )
         if self.ok:
             return (
                 f"{self.workflow}: all {len(self.cells)} crash points end in the no-crash state "
@@ -132,4 +160,4 @@ class Report:
         lines = [self.summary(), ""]
         for c in self.failed:
             lines.append(f"  {c.crash_at} ({c.activity}): {c.diff}")
-        return "\n".join([*lines, "", self.table()])
+        return "\n".join([*lines, "", self.table(), self.notes()]).rstrip()

@@ -1,9 +1,13 @@
-"""Crash-test a workflow at every activity boundary.
+"""Crash-test a workflow at every boundary of its run's tree.
 
-One run without a crash is the reference: its history lists the boundaries, and the user's
-`observe(workflow_id)` gives the final state every other run must reach. Then, for each boundary,
-a cell: a fresh workflow id and task queue, a worker process that SIGKILLs itself there, a fresh
-worker process that finishes the run, and the observed state compared with the reference.
+One run without a crash is the reference: its histories list the boundaries (activities and local
+activities, in child workflows, in every run of a continue-as-new chain), and the user's
+`observe(workflow_id)` gives the final state every other run must reach. Then, for each crash
+point, a cell: a fresh workflow id and task queue, a worker process that SIGKILLs itself there
+(and, with a repeat, its successor too), a fresh worker process that finishes the run, and the
+observed state compared with the reference. A reset cell runs to the end, is reset to before its
+boundary, and runs to the end again. The user's `drive(handle)` runs beside every run, to send
+the signals and updates it waits for.
 """
 
 from __future__ import annotations
@@ -15,30 +19,41 @@ import inspect
 import itertools
 import json
 import os
+import re
 import signal
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.service import RPCError
 
 from crashtest.history import (
-    ScheduledActivity,
+    Boundary,
+    RunHistory,
+    Tree,
+    progress_of,
+    read_tree,
     recovery_waits,
-    scheduled_activities,
-    stuck_workflow_task,
+    tree_histories,
     what_it_waits_on,
 )
+from crashtest.interceptor import IN_FLIGHT, CrashSite
 from crashtest.points import CrashPoint, CrashPointError, Moment
 from crashtest.processes import Processes
-from crashtest.report import Cell, differences
+from crashtest.report import Cell, Untested, differences
 from crashtest.worker import PARENT_PID_ENV, READY
 
 Observe = Callable[[str], Any]
+Drive = Callable[[WorkflowHandle[Any, Any]], Any]
 DEFAULT_DEADLINE_S = 120.0
-WORKFLOW_TASK_CHECK_S = 2.0  # how often a waiting cell asks whether its workflow task fails
+WORKFLOW_TASK_CHECK_S = 2.0  # how often a waiting cell asks whether its run is stuck or idle
+IDLE_CHECKS = 2  # a run seen idle this many checks in a row is reported
 
 
 class CrashTestError(Exception):
@@ -57,48 +72,114 @@ class Target:
     workflow: str  # the workflow type name
     input: Any  # the workflow's one argument, as JSON
     data_converter: str | None = None  # MODULE:NAME, for the worker processes' clients
-    env: Mapping[str, str] = field(default_factory=dict)  # more environment for the workers
+    env: dict[str, str] = field(default_factory=dict)  # more environment for the workers
     resume_after_s: float = 0.0  # wait this long after the kill before the fresh worker starts
 
 
 @dataclass(frozen=True)
-class Boundary:
-    point: CrashPoint  # by position
-    activity: str  # the label of activity N
-    next: str | None  # the label of N+1, for an after-checkpoint point
+class CellPoint:
+    """One cell's crash: a moment at a boundary, `repeat` times (a reset: once)."""
+
+    moment: Moment
+    boundary: Boundary
+    repeat: int = 1
+
+    @property
+    def crash_at(self) -> str:
+        return f"{self.moment.value}:{self.boundary.number}" + (
+            f"*{self.repeat}" if self.repeat > 1 else ""
+        )
+
+    def site(self) -> CrashSite:
+        return CrashSite(self.moment, self.boundary.scope, self.boundary.position)
+
+
+def _reachable_after_checkpoint(tree: Tree, b: Boundary) -> str | None:
+    """Why `after-checkpoint` at `b` has no moment to crash in, if it has none. An activity's
+    is the moment the workflow sees its result. A local activity's marker is recorded when its
+    workflow task completes: the kill needs a later sign of that (an activity scheduled after
+    it, or a later workflow task of its run)."""
+    if not b.local:
+        return None
+    later = [o for o in tree.boundaries if o.scope == b.scope and o.position > b.position]
+    if any(not o.local or o.reset_event_id > b.reset_event_id for o in later):
+        return None
+    return "the workflow task that records its marker also ends its run: nothing comes between"
 
 
 @dataclass(frozen=True)
 class Reference:
     observed: Any
-    activities: list[ScheduledActivity]
+    tree: Tree
 
+    @property
     def boundaries(self) -> list[Boundary]:
-        labels = [a.label for a in self.activities]
-        effects = [
-            Boundary(CrashPoint(Moment.AFTER_EFFECT, position=i), label, None)
-            for i, label in enumerate(labels, 1)
-        ]
-        checkpoints = [
-            Boundary(CrashPoint(Moment.AFTER_CHECKPOINT, position=i), label, labels[i])
-            for i, label in enumerate(labels[:-1], 1)
-        ]
-        return effects + checkpoints
+        return self.tree.boundaries
 
-    def select(self, points: list[str] | None) -> list[Boundary]:
-        """The boundaries named (by position or activity name), or all of them."""
-        every = self.boundaries()
+    def every_point(self, repeat: int = 1) -> tuple[list[CellPoint], list[Untested]]:
+        """after-effect at every boundary, after-checkpoint at every one but the last (after
+        it the run only ends)."""
+        effects = [CellPoint(Moment.AFTER_EFFECT, b, repeat) for b in self.boundaries]
+        checkpoints, untested = [], []
+        for b in self.boundaries[:-1]:
+            why = _reachable_after_checkpoint(self.tree, b)
+            if why is None:
+                checkpoints.append(CellPoint(Moment.AFTER_CHECKPOINT, b, repeat))
+            else:
+                untested.append(Untested(f"after-checkpoint:{b.number} ({b.label})", why))
+        return effects + checkpoints, untested
+
+    def resolve(self, text: str, repeat: int = 1) -> CellPoint:
+        """A crash point as the user wrote it: by position, by label, or by activity type."""
+        point = CrashPoint.parse(text)
+        found: Boundary | None = None
+        if point.position is not None:
+            if not 1 <= point.position <= len(self.boundaries):
+                raise CrashPointError(
+                    f"{text}: this workflow has boundaries 1..{len(self.boundaries)}"
+                )
+            found = self.boundaries[point.position - 1]
+        else:
+            found = next((b for b in self.boundaries if b.label == point.text), None) or next(
+                (
+                    b
+                    for b in self.boundaries
+                    if b.activity == point.activity and b.occurrence == point.occurrence
+                ),
+                None,
+            )
+        if found is None:
+            known = ", ".join(dict.fromkeys(b.activity for b in self.boundaries))
+            raise CrashPointError(
+                f"unknown crash point {text!r}: no boundary is named {point.text!r}; "
+                f"its activities: {known} (or a position 1..{len(self.boundaries)})"
+            )
+        if point.moment is Moment.RESET and "/" in found.scope:
+            raise CrashPointError(
+                f"{text}: {found.label} is in a child workflow; an operator resets the root "
+                "workflow (reset a boundary of the root, before the child was started)"
+            )
+        if point.moment is Moment.AFTER_CHECKPOINT:
+            why = _reachable_after_checkpoint(self.tree, found)
+            if why is not None:
+                raise CrashPointError(f"{text} ({found.label}): {why}")
+        return CellPoint(point.moment, found, point.repeat if point.repeat > 1 else repeat)
+
+    def select(
+        self, points: list[str] | None, repeat: int = 1
+    ) -> tuple[list[CellPoint], list[Untested]]:
+        """The crash points named, or all of them; and what is left untested."""
         if points is None:
-            return every
-        types = [a.activity for a in self.activities]
-        by_point = {str(b.point): b for b in every}
-        chosen = []
-        for text in points:
-            point = str(CrashPoint.parse(text).resolve(types))
-            if point not in by_point:
-                raise CrashPointError(f"{text} is not a boundary of this workflow")
-            chosen.append(by_point[point])
-        return list(dict.fromkeys(chosen))
+            chosen, untested = self.every_point(repeat)
+        else:
+            chosen = list(dict.fromkeys(self.resolve(p, repeat) for p in points))
+            crashed = {c.boundary.number for c in chosen}
+            untested = [
+                Untested(b.label, "not among the crash points asked for (--points)")
+                for b in self.boundaries
+                if b.number not in crashed
+            ]
+        return chosen, [*self.tree.untested, *untested]
 
 
 @dataclass
@@ -106,8 +187,12 @@ class _Run:
     workflow_id: str
     handle: WorkflowHandle[Any, Any] | None = None
     failure: str | None = None
+    killed_at: float | None = None
     recovery_s: float | None = None
+    crashes: int = 0
     waited_on: list[str] = field(default_factory=list)
+    in_flight: list[str] = field(default_factory=list)
+    drive: asyncio.Task[Any] | None = None
 
 
 def to_json(value: object, what: str) -> Any:
@@ -118,6 +203,16 @@ def to_json(value: object, what: str) -> Any:
         raise CrashTestError(f"{what} returned something that is not JSON: {err}") from None
 
 
+async def _call(fn: Callable[..., Any], *args: Any) -> Any:
+    """A user's function, sync (in a thread) or async."""
+    if inspect.iscoroutinefunction(fn):
+        return await fn(*args)
+    value = await asyncio.to_thread(fn, *args)
+    if inspect.isawaitable(value):
+        value = await value
+    return value
+
+
 class Runner:
     def __init__(
         self,
@@ -126,6 +221,7 @@ class Runner:
         procs: Processes,
         observe: Observe,
         *,
+        drive: Drive | None = None,
         namespace: str = "default",
         deadline_s: float = DEFAULT_DEADLINE_S,
     ) -> None:
@@ -134,6 +230,7 @@ class Runner:
         self.namespace = namespace
         self.procs = procs
         self.observe_fn = observe
+        self.drive_fn = drive
         self.deadline_s = deadline_s
         self.tag = uuid.uuid4().hex[:8]
         self._runs = itertools.count(1)
@@ -143,7 +240,7 @@ class Runner:
         target: Target,
         name: str,
         task_queue: str,
-        crash_at: CrashPoint | None = None,
+        crash_at: CrashSite | None = None,
         workflow_id: str | None = None,
     ) -> asyncio.subprocess.Process:
         """`python -m crashtest.worker` for the target, crashing at `crash_at` if given."""
@@ -152,7 +249,7 @@ class Runner:
         if target.data_converter:
             args += ["--data-converter", target.data_converter]
         if crash_at is not None:
-            args += ["--crash-at", str(crash_at)]
+            args += ["--crash-at", crash_at.to_text()]
         if workflow_id is not None:
             args += ["--workflow-id", workflow_id]
         return await self.procs.start(
@@ -161,12 +258,7 @@ class Runner:
 
     async def observe(self, workflow_id: str) -> Any:
         try:
-            if inspect.iscoroutinefunction(self.observe_fn):
-                value = await self.observe_fn(workflow_id)
-            else:
-                value = await asyncio.to_thread(self.observe_fn, workflow_id)
-                if inspect.isawaitable(value):
-                    value = await value
+            value = await _call(self.observe_fn, workflow_id)
         except Exception as err:
             raise CrashTestError(
                 f"observe({workflow_id!r}) raised {type(err).__name__}: {err}"
@@ -182,21 +274,26 @@ class Runner:
             raise CrashTestError(f"the reference run (no crash) failed: {err}") from None
         if run.failure is not None or run.handle is None:
             raise CrashTestError(f"the reference run (no crash) failed: {run.failure}")
-        history = await run.handle.fetch_history()
-        activities = scheduled_activities(history)
-        if not activities:
-            raise CrashTestError("the workflow ran no activities: there is nothing to crash")
+        tree = read_tree(await self._histories(run.handle))
+        if not tree.boundaries:
+            raise CrashTestError(
+                "the workflow ran no activities and no local activities: there is nothing to "
+                "crash" + "".join(f"; {u.boundary}: {u.why}" for u in tree.untested)
+            )
         observed = await self.observe(run.workflow_id)
-        return Reference(observed, activities)
+        return Reference(observed, tree)
 
-    async def cell(self, target: Target, boundary: Boundary | None, reference: Reference) -> Cell:
-        """One crash at `boundary` (None: no crash), compared with the reference."""
+    async def cell(self, target: Target, point: CellPoint | None, reference: Reference) -> Cell:
+        """One crash (None: no crash) or reset, compared with the reference."""
         started = time.monotonic()
-        point = str(boundary.point) if boundary else "none"
-        run = _Run(self._workflow_id(point.replace(":", "-")))
+        crash_at = point.crash_at if point else "none"
+        run = _Run(self._workflow_id(re.sub(r"[^\w-]", "-", crash_at)))
         error = None
         try:
-            await self._run(target, boundary, run)
+            if point is not None and point.moment is Moment.RESET:
+                await self._reset(target, point, run)
+            else:
+                await self._run(target, point, run)
         except _CellFailed as err:
             error = str(err)
         try:
@@ -204,12 +301,11 @@ class Runner:
         except CrashTestError as err:
             observed, error = None, error or str(err)
         diff = error or run.failure or differences(reference.observed, observed)
-        activity = boundary.activity if boundary else ""
-        if boundary is not None and boundary.next is not None:
-            activity += f" → {boundary.next}"
+        activity = point.boundary.label if point else ""
+        labels = {f"{b.scope}:{b.position}": b.label for b in reference.boundaries}
         return Cell(
             workflow_id=run.workflow_id,
-            crash_at=point,
+            crash_at=crash_at,
             activity=activity,
             matches=error is None and run.failure is None and observed == reference.observed,
             observed=observed,
@@ -218,95 +314,234 @@ class Runner:
             seconds=round(time.monotonic() - started, 2),
             waited_on=run.waited_on,
             error=error,
+            in_flight=[labels.get(where, where) for where in run.in_flight],
+            crashes=run.crashes,
         )
 
     def _workflow_id(self, what: str) -> str:
         """A new workflow id (and task queue) for every run, readable in the web UI."""
         return f"crashtest-{self.tag}-{next(self._runs)}-{what}"
 
-    async def _run(self, target: Target, boundary: Boundary | None, run: _Run) -> None:
+    async def _histories(self, handle: WorkflowHandle[Any, Any]) -> list[RunHistory]:
+        first = handle.first_execution_run_id or handle.result_run_id or handle.run_id or ""
+        return await tree_histories(self.client, handle.id, first)
+
+    async def _start(self, target: Target, run: _Run, queue: str) -> asyncio.Future[Any]:
+        run.handle = await self.client.start_workflow(
+            target.workflow, target.input, id=run.workflow_id, task_queue=queue
+        )
+        if self.drive_fn is not None:
+            run.drive = asyncio.ensure_future(_call(self.drive_fn, run.handle))
+            run.drive.add_done_callback(lambda f: f.cancelled() or f.exception())  # seen later
+        result = asyncio.ensure_future(run.handle.result())
+        result.add_done_callback(lambda f: f.cancelled() or f.exception())  # seen, not lost
+        return result
+
+    def _ended(self, run: _Run, result: asyncio.Future[Any]) -> None:
+        """Record how the run ended: its failure, if it failed."""
+        error = result.exception()
+        if isinstance(error, WorkflowFailureError):
+            cause = error.cause
+            run.failure = f"the run failed: {getattr(cause, 'message', None) or cause}"
+        elif error is not None:
+            raise _CellFailed(f"waiting for the result: {type(error).__name__}: {error}")
+
+    async def _run(self, target: Target, point: CellPoint | None, run: _Run) -> None:
         deadline = time.monotonic() + self.deadline_s
         queue = run.workflow_id
-        crash_at = boundary.point if boundary else None
+        crashes = point.repeat if point else 0
+        site = point.site() if point else None
+        names = (f"{queue}-{letter}" for letter in "abcdefghij")
+        name = next(names)
         worker = await self.start_worker(
-            target, f"{queue}-a", queue, crash_at, run.workflow_id if crash_at else None
+            target, name, queue, site if crashes else None, run.workflow_id if site else None
         )
         workers = [worker]
         result: asyncio.Future[Any] | None = None
         try:
-            run.handle = await self.client.start_workflow(
-                target.workflow, target.input, id=run.workflow_id, task_queue=queue
-            )
-            result = asyncio.ensure_future(run.handle.result())
-            result.add_done_callback(lambda f: f.cancelled() or f.exception())  # seen, not lost
-            if crash_at is not None:
-                await self._until_one_ends(run.handle, result, worker, f"{queue}-a", deadline)
+            result = await self._start(target, run, queue)
+            for stage in range(crashes):
+                await self._until_one_ends(run, result, worker, name, deadline)
                 if result.done():
-                    raise _CellFailed(
-                        f"the crash point {crash_at} was never reached: the run ended while "
-                        "the worker was still alive"
-                    )
+                    if stage == 0:
+                        raise _CellFailed(
+                            f"the crash point {point.crash_at if point else ''} was never "
+                            "reached: the run ended while the worker was still alive"
+                        )
+                    break  # the recovery did not pass the point again: that is its answer
                 if worker.returncode != -signal.SIGKILL:
                     raise _CellFailed(
                         f"the crashing worker exited with code {worker.returncode} before "
-                        f"{crash_at}: {self.procs.last_line(f'{queue}-a')}"
+                        f"{point.crash_at if point else ''}: {self.procs.last_line(name)}"
                     )
-                killed_at = time.monotonic()
+                run.crashes += 1
+                if run.killed_at is None:
+                    run.killed_at = time.monotonic()
+                    run.in_flight = self._in_flight(name)
                 await asyncio.sleep(target.resume_after_s)  # e.g. past an idempotency key's TTL
-                worker = await self.start_worker(target, f"{queue}-b", queue)
+                name = next(names)
+                again = site if stage + 1 < crashes else None
+                worker = await self.start_worker(
+                    target, name, queue, again, run.workflow_id if again else None
+                )
                 workers.append(worker)
-            name = f"{queue}-{'b' if crash_at else 'a'}"
-            await self._until_one_ends(run.handle, result, worker, name, deadline)
+            await self._until_one_ends(run, result, worker, name, deadline)
             if not result.done():
                 raise _CellFailed(
                     f"the worker exited with code {worker.returncode} before the run ended: "
                     f"{self.procs.last_line(name)}"
                 )
-            error = result.exception()
-            if isinstance(error, WorkflowFailureError):
-                cause = error.cause
-                run.failure = f"the run failed: {getattr(cause, 'message', None) or cause}"
-            elif error is not None:
-                raise _CellFailed(f"waiting for the result: {type(error).__name__}: {error}")
-            if crash_at is not None:
-                run.recovery_s = time.monotonic() - killed_at
-                run.waited_on = recovery_waits(await run.handle.fetch_history())
+            self._ended(run, result)
+            if run.killed_at is not None and point is not None and run.handle is not None:
+                run.recovery_s = time.monotonic() - run.killed_at
+                tree = read_tree(await self._histories(run.handle))
+                crashed = tree.run(point.boundary.scope)
+                if crashed is not None:
+                    labels = {}  # scheduled event id -> label, for the crashed run
+                    for b in tree.boundaries:
+                        if b.scope == point.boundary.scope and not b.local:
+                            labels.update(self._scheduled_ids(crashed, b))
+                    run.waited_on = recovery_waits(crashed, labels)
         finally:
-            if result is not None and not result.done():
-                result.cancel()
-                if run.handle is not None:
-                    with contextlib.suppress(Exception):  # closed already, or the server is gone
-                        await run.handle.terminate(reason="crashtest: the cell gave up")
-            await asyncio.gather(*(self.procs.stop(w) for w in workers))
+            await self._finish(run, result, workers)
+
+    @staticmethod
+    def _scheduled_ids(crashed: RunHistory, b: Boundary) -> dict[int, str]:
+        for e in crashed.history.events:
+            if (
+                e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+                and e.activity_task_scheduled_event_attributes.activity_id == b.activity_id
+            ):
+                return {e.event_id: b.label}
+        return {}
+
+    def _in_flight(self, name: str) -> list[str]:
+        """The boundaries still running in the killed worker, from its CRASH line."""
+        for line in reversed(self.procs.log(name).splitlines()):
+            if line.startswith("CRASH ") and IN_FLIGHT in line:
+                try:
+                    running = json.loads(line.rpartition(IN_FLIGHT)[2])
+                except ValueError:
+                    return []
+                return [f"{r['scope']}:{r['position']}" for r in running]
+        return []
+
+    async def _finish(
+        self,
+        run: _Run,
+        result: asyncio.Future[Any] | None,
+        workers: list[asyncio.subprocess.Process],
+    ) -> None:
+        if run.drive is not None and not run.drive.done():
+            run.drive.cancel()
+        if result is not None and not result.done():
+            result.cancel()
+            if run.handle is not None:
+                with contextlib.suppress(Exception):  # closed already, or the server is gone
+                    await run.handle.terminate(reason="crashtest: the cell gave up")
+        await asyncio.gather(*(self.procs.stop(w) for w in workers))
+
+    async def _reset(self, target: Target, point: CellPoint, run: _Run) -> None:
+        """Run to the end; reset to the workflow task before the boundary; run to the end."""
+        deadline = time.monotonic() + self.deadline_s
+        queue = run.workflow_id
+        name = f"{queue}-a"
+        worker = await self.start_worker(target, name, queue)
+        result: asyncio.Future[Any] | None = None
+        try:
+            result = await self._start(target, run, queue)
+            await self._until_one_ends(run, result, worker, name, deadline)
+            if not result.done():
+                raise _CellFailed(f"the worker exited before the run ended: "
+                                  f"{self.procs.last_line(name)}")  # fmt: skip
+            self._ended(run, result)
+            assert run.handle is not None
+            tree = read_tree(await self._histories(run.handle))
+            b = point.boundary
+            here = next(
+                (o for o in tree.boundaries if (o.scope, o.position) == (b.scope, b.position)),
+                None,
+            )
+            if here is None:
+                raise _CellFailed(f"this run has no boundary {b.label} to reset to")
+            try:
+                reset = await self.client.workflow_service.reset_workflow_execution(
+                    ResetWorkflowExecutionRequest(
+                        namespace=self.client.namespace,
+                        workflow_execution=WorkflowExecution(
+                            workflow_id=here.workflow_id, run_id=here.run_id
+                        ),
+                        reason=f"crashtest: {point.crash_at}, run again from before {b.label}",
+                        workflow_task_finish_event_id=here.reset_event_id,
+                        request_id=str(uuid.uuid4()),
+                    )
+                )
+            except RPCError as err:
+                raise _CellFailed(f"the reset was refused: {err}") from None
+            run.killed_at = time.monotonic()
+            run.handle = self.client.get_workflow_handle(run.workflow_id, run_id=reset.run_id)
+            result = asyncio.ensure_future(run.handle.result())
+            result.add_done_callback(lambda f: f.cancelled() or f.exception())
+            run.failure = None
+            await self._until_one_ends(run, result, worker, name, deadline)
+            if not result.done():
+                raise _CellFailed(f"the worker exited before the reset run ended: "
+                                  f"{self.procs.last_line(name)}")  # fmt: skip
+            self._ended(run, result)
+            run.recovery_s = time.monotonic() - run.killed_at
+        finally:
+            await self._finish(run, result, [worker])
 
     async def _until_one_ends(
         self,
-        handle: WorkflowHandle[Any, Any],
+        run: _Run,
         result: asyncio.Future[Any],
         worker: asyncio.subprocess.Process,
         name: str,
         deadline: float,
     ) -> None:
-        """Wait until the run ends or the worker exits. A workflow task that keeps failing (a
-        worker without the workflow, a nondeterministic replay) ends the wait at once; past the
-        deadline, say what the run is waiting on."""
+        """Wait until the run ends or the worker exits. A run that cannot go on (a workflow task
+        that keeps failing, an activity failing on every attempt, nobody polling) or that sits
+        idle ends the wait within seconds; past the deadline, say what the run is waiting on."""
+        assert run.handle is not None
         exited = asyncio.ensure_future(worker.wait())
+        idle_checks = 0
+        ready_at: float | None = None  # when the worker said it polls
         try:
             while not (result.done() or exited.done()):
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    waits = await what_it_waits_on(handle)
+                    waits = await what_it_waits_on(run.handle)
                     raise _CellFailed(f"no result within {self.deadline_s:g} s; {waits}")
                 await asyncio.wait(
                     {result, exited},
                     timeout=min(WORKFLOW_TASK_CHECK_S, left),
                     return_when=asyncio.FIRST_COMPLETED,
                 )
-                if not (result.done() or exited.done()):
-                    ready = READY in self.procs.log(name)
-                    stuck = await stuck_workflow_task(self.client, handle, ready)
-                    if stuck is not None:
-                        raise _CellFailed(stuck)
+                if result.done() or exited.done():
+                    break
+                if run.drive is not None and run.drive.done() and not run.drive.cancelled():
+                    error = run.drive.exception()
+                    if error is not None:
+                        raise _CellFailed(f"drive raised {type(error).__name__}: {error}")
+                if ready_at is None and READY in self.procs.log(name):
+                    ready_at = time.monotonic()
+                ready_for_s = None if ready_at is None else time.monotonic() - ready_at
+                progress = await progress_of(self.client, run.handle, ready_for_s)
+                if progress.stuck is not None:
+                    raise _CellFailed(progress.stuck)
+                driving = run.drive is not None and not run.drive.done()
+                idle = progress.idle and not driving and ready_at is not None
+                idle_checks = idle_checks + 1 if idle else 0
+                if idle_checks >= IDLE_CHECKS:
+                    hint = (
+                        "pass --drive" if self.drive_fn is None
+                        else "the drive function returned without sending it"
+                    )  # fmt: skip
+                    raise _CellFailed(
+                        "the run is idle, waiting for something nobody sends (a signal or an "
+                        f"update?): {hint}"
+                    )
         finally:
             exited.cancel()
 
@@ -325,22 +560,22 @@ ProgressFn = Callable[[int, int, Cell], None]
 async def run_cells(
     runner: Runner,
     target: Target,
-    boundaries: list[Boundary],
+    points: list[CellPoint],
     reference: Reference,
     jobs: int,
     progress: ProgressFn | None = None,
 ) -> list[Cell]:
-    """Every boundary's cell, `jobs` at a time, in the order given."""
+    """Every crash point's cell, `jobs` at a time, in the order given."""
     limit = asyncio.Semaphore(jobs)
     finished = 0
 
-    async def one(boundary: Boundary) -> Cell:
+    async def one(point: CellPoint) -> Cell:
         nonlocal finished
         async with limit:
-            cell = await runner.cell(target, boundary, reference)
+            cell = await runner.cell(target, point, reference)
         finished += 1
         if progress is not None:
-            progress(finished, len(boundaries), cell)
+            progress(finished, len(points), cell)
         return cell
 
-    return list(await asyncio.gather(*(one(b) for b in boundaries)))
+    return list(await asyncio.gather(*(one(p) for p in points)))

@@ -1,7 +1,9 @@
 """`python -m crashtest.worker --worker MODULE:FACTORY --task-queue Q [--crash-at POINT]`
 
 Runs the user's worker, built by their own `FACTORY(client, task_queue) -> Worker` on a client
-that carries the crash interceptor when `--crash-at` is given. The crash test starts one of these
+that carries crashtest's interceptor: it stamps every boundary, and SIGKILLs the process at
+`--crash-at` when given (a position in the root's first run, e.g. `after-effect:3`, or the JSON
+of a `CrashSite`). The crash test starts one of these
 that SIGKILLs itself at a boundary, then a fresh one that finishes the run; a person can run it
 by hand just the same. SIGTERM or Ctrl-C stops it gracefully (exit 0).
 """
@@ -18,9 +20,9 @@ from temporalio.worker import Worker
 
 from crashtest.connect import ServerUnreachable, connect
 from crashtest.exits import EXIT_BAD_INPUT, exit_now
-from crashtest.interceptor import CrashInterceptor
+from crashtest.interceptor import CrashInterceptor, CrashSite
 from crashtest.loading import LoadError, call, load_callable, load_data_converter
-from crashtest.points import CrashPoint, CrashPointError
+from crashtest.points import CrashPointError
 from crashtest.processes import die_with_parent
 
 PARENT_PID_ENV = "CRASHTEST_PARENT_PID"
@@ -36,18 +38,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--address", default=os.environ.get("TEMPORAL_ADDRESS", "127.0.0.1:7233"))
     parser.add_argument("--namespace", default="default")
     parser.add_argument("--data-converter", help="MODULE:NAME of a temporalio DataConverter")
-    parser.add_argument("--crash-at", help="after-effect:N | after-checkpoint:N (N: position|name)")
+    parser.add_argument("--crash-at", help="after-effect:N, after-checkpoint:N or a CrashSite JSON")
     parser.add_argument("--workflow-id", help="crash only in this workflow")
     return parser.parse_args(argv)
 
 
 async def serve(args: argparse.Namespace) -> int:
-    point = CrashPoint.parse(args.crash_at) if args.crash_at else None
+    point = CrashSite.parse(args.crash_at) if args.crash_at else None
     factory = load_callable(args.worker, "--worker")
     converter = load_data_converter(args.data_converter)
-    interceptors = [CrashInterceptor(point, args.workflow_id)] if point else []
     client = await connect(
-        args.address, namespace=args.namespace, data_converter=converter, interceptors=interceptors
+        args.address,
+        namespace=args.namespace,
+        data_converter=converter,
+        interceptors=[CrashInterceptor(point, args.workflow_id)],
     )
     worker = await call(factory, client, args.task_queue)
     if not isinstance(worker, Worker):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -10,6 +11,7 @@ import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from temporalio.client import Client
@@ -41,6 +43,38 @@ def run_python(
     return subprocess.run(
         [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
     )
+
+
+CrashtestRun = tuple[subprocess.CompletedProcess[str], dict[str, Any]]
+
+
+def crashtest_runs(
+    runs: dict[str, tuple[list[str], dict[str, str]]],
+    env: dict[str, str],
+    out: Path,
+    timeout: float = 300,
+) -> dict[str, CrashtestRun]:
+    """Several `python -m crashtest run ARGS` at once (a cell mostly waits on timeouts), each
+    with more environment; each one's output and JSON report (None where it wrote none)."""
+    procs = {}
+    for name, (args, extra) in runs.items():
+        cmd = [sys.executable, "-m", "crashtest", "run", *args, "--json", str(out / f"{name}.json")]
+        procs[name] = subprocess.Popen(
+            cmd, cwd=ROOT, env={**env, **extra}, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+    results = {}
+    for name, proc in procs.items():
+        stdout, stderr = proc.communicate(timeout=timeout)
+        done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+        path = out / f"{name}.json"
+        results[name] = (done, json.loads(path.read_text()) if path.exists() else {})
+    return results
+
+
+def failing(report: dict[str, Any]) -> set[str]:
+    """The crash points of a crashtest report whose final state differs from the reference."""
+    return {c["crash_at"] for c in report["cells"] if not c["matches"]}
 
 
 def assert_one_line_error(

@@ -6,10 +6,8 @@ from __future__ import annotations
 import ast
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,6 +19,8 @@ from tests.helpers import (
     assert_ends_in_error,
     assert_one_line_error,
     child_env,
+    crashtest_runs,
+    failing,
     run_python,
 )
 
@@ -43,38 +43,23 @@ def payments(factory: str) -> list[str]:
     ]  # fmt: skip
 
 
-def crashtest_runs(
-    runs: dict[str, tuple[list[str], dict[str, str]]], env: dict[str, str], out: Path
-) -> dict[str, tuple[subprocess.CompletedProcess[str], dict[str, Any]]]:
-    """Several `python -m crashtest run` at once (a cell mostly waits on timeouts)."""
-    procs = {}
-    for name, (args, extra) in runs.items():
-        cmd = [sys.executable, "-m", "crashtest", "run", *args, "--json", str(out / f"{name}.json")]
-        procs[name] = subprocess.Popen(
-            cmd, cwd=ROOT, env={**env, **extra}, text=True,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )  # fmt: skip
-    results = {}
-    for name, proc in procs.items():
-        stdout, stderr = proc.communicate(timeout=300)
-        done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
-        report = json.loads((out / f"{name}.json").read_text())
-        results[name] = (done, report)
-    return results
-
-
-def failing(report: dict[str, Any]) -> set[str]:
-    return {c["crash_at"] for c in report["cells"] if not c["matches"]}
-
-
 def test_crash_points_are_parsed_and_resolved() -> None:
     names = ["look_up", "charge", "charge", "send"]
     assert CrashPoint.parse("after-effect:3") == CrashPoint(Moment.AFTER_EFFECT, position=3)
     assert str(CrashPoint.parse("after-checkpoint:charge#2")) == "after-checkpoint:charge#2"
     assert str(CrashPoint.parse("after-effect:charge#2").resolve(names)) == "after-effect:3"
     assert str(CrashPoint.parse("after-effect:send").resolve(names)) == "after-effect:4"
+    # Names as agent frameworks spell them, labels with spaces, and repeats.
+    point = CrashPoint.parse("after-effect:agent__mcp_server__call_tool<place_order>#2*2")
+    assert (point.activity, point.occurrence, point.repeat) == (
+        "agent__mcp_server__call_tool<place_order>", 2, 2)  # fmt: skip
+    assert CrashPoint.parse("after-checkpoint:run 2: notify").text == "run 2: notify"
+    with pytest.raises(CrashPointError, match=r"\*K crashes 1 to 5 times"):
+        CrashPoint.parse("after-effect:1*9")
     for text, message in [
-        ("after-lunch:1", "expected after-effect:N or after-checkpoint:N"),
+        ("after-lunch:1", "expected after-effect:N, after-checkpoint:N or reset:N"),
+        ("reset:2", "reset:2 is for `python -m crashtest run --points`"),
+        ("after-effect:2*2", "after-effect:2*2 is for `python -m crashtest run --points`"),
         ("after-effect:0", "positions start at 1"),
         ("after-effect:charge#3", "'charge' runs 2 time(s)"),
         ("after-effect:refund", "'refund' is not an activity"),
@@ -102,11 +87,15 @@ def test_grocery_agent_with_and_without_keys(
         *(f"after-checkpoint:{n}" for n in range(1, 6)),
     ]
     assert all(c["observed"] == report["reference"] for c in cells)
-    # A SIGKILLed worker is noticed through its activity's heartbeat timeout, then the run's
-    # workflow task leaves the dead worker's sticky queue.
-    assert all(
-        c["recovery_s"] > 2 and "heartbeat timeout 2.0 s" in c["waited_on"][0] for c in cells
-    )
+    # After an effect, a SIGKILLed worker is noticed through its activity's heartbeat timeout,
+    # then the run's workflow task leaves the dead worker's sticky queue; after a checkpoint the
+    # worker died holding the workflow task, which times out.
+    for c in cells:
+        first = c["waited_on"][0]
+        if c["crash_at"].startswith("after-effect"):
+            assert c["recovery_s"] > 2 and "heartbeat timeout 2.0 s" in first, c
+        else:
+            assert c["recovery_s"] > 5 and first == "workflow task start-to-close timeout 10.0 s"
     assert "all 11 crash points end in the no-crash state" in done.stdout
 
     done, report = results["none"]
@@ -122,23 +111,43 @@ def test_grocery_agent_with_and_without_keys(
 def test_payments_unkeyed_charges_are_caught_at_exactly_the_charges(
     db_url: str, temporal_address: str, tmp_path: Path
 ) -> None:
+    """...and a second crash during recovery (`*2`) at a charge: the keyed charge still happens
+    once; the unkeyed one three times."""
     env = child_env(db_url, TEMPORAL_ADDRESS=temporal_address)
+    twice = ["--points", "after-effect:charge#2*2"]
     results = crashtest_runs(
-        {"keyed": (payments("keyed_worker"), {}), "unkeyed": (payments("unkeyed_worker"), {})},
+        {
+            "keyed": (payments("keyed_worker"), {}),
+            "unkeyed": (payments("unkeyed_worker"), {}),
+            "keyed-twice": ([*payments("keyed_worker"), *twice], {}),
+            "unkeyed-twice": ([*payments("unkeyed_worker"), *twice], {}),
+        },
         env,
         tmp_path,
     )
     done, report = results["keyed"]
     assert done.returncode == 0, done.stdout + done.stderr
-    assert report["activities"] == ["look_up_invoices", "charge#1", "charge#2", "charge#3",
+    assert report["activities"] == ["look_up_invoices", "charge#1 (acme inv-1)",
+                                    "charge#2 (acme inv-2)", "charge#3 (acme inv-3)",
                                     "send_receipt"]  # fmt: skip
-    assert not failing(report)
+    assert not failing(report) and report["untested"] == []
 
     done, report = results["unkeyed"]
     assert done.returncode == 1, done.stdout + done.stderr
     assert failing(report) == {"after-effect:2", "after-effect:3", "after-effect:4"}
     diffs = {c["diff"] for c in report["cells"] if not c["matches"]}
     assert diffs == {"charges: 3 → 4 entries"}
+
+    for name, code, diff in [("keyed-twice", 0, None), ("unkeyed-twice", 1,
+                                                         "charges: 3 → 5 entries")]:  # fmt: skip
+        done, report = results[name]
+        assert done.returncode == code, done.stdout + done.stderr
+        [cell] = report["cells"]
+        assert (cell["crash_at"], cell["crashes"], cell["diff"]) == ("after-effect:3*2", 2, diff)
+        # Only the boundary asked for was crashed: the others are listed as not tested.
+        assert [u["boundary"] for u in report["untested"]] == [
+            b for b in report["activities"] if b != "charge#2 (acme inv-2)"
+        ]
 
 
 @pytest.mark.parametrize(
@@ -172,8 +181,9 @@ def test_a_point_that_names_no_boundary_and_a_broken_factory_are_one_line(
 ) -> None:
     env = child_env(db_url, TEMPORAL_ADDRESS=temporal_address)
     done = run_python(["-m", "crashtest", "run", *payments("keyed_worker"),
-                       "--points", "after-checkpoint:send_receipt"], env)  # fmt: skip
-    assert_ends_in_error(done, "send_receipt has no next activity", "crashtest: error: ")
+                       "--points", "after-effect:refund"], env)  # fmt: skip
+    assert_ends_in_error(done, "no boundary is named 'refund'; its activities: look_up_invoices, "
+                         "charge, send_receipt", "crashtest: error: ")  # fmt: skip
 
     (tmp_path / "wrong_queue.py").write_text(
         "from temporalio.worker import Worker\n"
@@ -388,7 +398,7 @@ def test_pytest_plugin(
     # The failure names the boundaries that wrote a note twice, and says what differs.
     result.stdout.fnmatch_lines([
         "*NotesWorkflow: 2 of 3 crash points do not end in the no-crash state*",
-        "*after-effect:1 (write_note#1): the observed value: 2 → 3 entries*",
-        "*after-effect:2 (write_note#2): the observed value: 2 → 3 entries*",
+        "*after-effect:1 (write_note#1 (milk)): the observed value: 2 → 3 entries*",
+        "*after-effect:2 (write_note#2 (eggs)): the observed value: 2 → 3 entries*",
     ])  # fmt: skip
     assert "Traceback" not in result.stdout.str()

@@ -1,0 +1,175 @@
+"""crashtest on every Temporal shape of `examples/shapes`: each keyed variant ends in the no-crash
+state at every crash point, and each unkeyed (or naively keyed) variant is caught at exactly its
+effect boundaries. Workers are SIGKILLed for real; the effects are rows in Postgres."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.helpers import CrashtestRun, child_env, crashtest_runs, failing
+
+OBSERVE = ["--observe", "examples.shapes.ledger:effects_of"]
+MONTHS = {"customer": "acme", "months": 2}
+BOTH_MONTHS = {"effects": ["charge acme month 1", "charge acme month 2"]}
+
+
+def shape(module: str, factory: str, workflow: str, input: Any, *more: str) -> list[str]:
+    return [
+        "--worker",
+        f"examples.shapes.{module}:{factory}",
+        "--workflow",
+        f"examples.shapes.{module}:{workflow}",
+        "--input",
+        json.dumps(input),
+        *OBSERVE,
+        "--jobs",
+        "3",
+        *more,
+    ]
+
+
+RUNS: dict[str, list[str]] = {
+    "parallel-keyed": shape("parallel", "keyed_worker", "ParallelCharges", ["i-1", "i-2", "i-3"]),
+    "parallel-unkeyed": shape(
+        "parallel", "unkeyed_worker", "ParallelCharges", ["i-1", "i-2", "i-3"]
+    ),
+    "local-keyed": shape("local_activity", "keyed_worker", "LocalCharge", "i-1"),
+    "local-unkeyed": shape("local_activity", "unkeyed_worker", "LocalCharge", "i-1"),
+    "child-keyed": shape("child", "keyed_worker", "ChargeInChild", "i-1"),
+    "child-unkeyed": shape("child", "unkeyed_worker", "ChargeInChild", "i-1"),
+    "approval-keyed": shape(
+        "approval",
+        "keyed_worker",
+        "ApprovedOrder",
+        "milk",
+        "--drive",
+        "examples.shapes.approval:approve",
+    ),
+    "approval-unkeyed": shape(
+        "approval",
+        "unkeyed_worker",
+        "ApprovedOrder",
+        "milk",
+        "--drive",
+        "examples.shapes.approval:approve",
+    ),
+    "approval-undriven": shape("approval", "keyed_worker", "ApprovedOrder", "milk"),
+    "chain-keyed": shape(
+        "continue_as_new",
+        "keyed_worker",
+        "MonthlyCharges",
+        MONTHS,
+        "--expect",
+        json.dumps(BOTH_MONTHS),
+    ),
+    "chain-naive": shape(
+        "continue_as_new",
+        "naive_worker",
+        "MonthlyCharges",
+        MONTHS,
+        "--expect",
+        json.dumps(BOTH_MONTHS),
+    ),
+    "reset-keyed": shape(
+        "reset", "keyed_worker", "ChargeAndReceipt", "i-1", "--points", "reset:1,reset:2"
+    ),
+    "reset-run-keyed": shape(
+        "reset",
+        "run_keyed_worker",
+        "ChargeAndReceipt",
+        "i-1",
+        "--points",
+        "reset:charge,reset:send_receipt",
+    ),
+    "broken": [
+        "--worker",
+        "examples.shapes.broken:build",
+        "--workflow",
+        "examples.shapes.broken:UndecodableCharge",
+        "--input",
+        '"12.50"',
+        "--observe",
+        "examples.shapes.broken:observe",
+    ],
+}
+
+
+def cells(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["crash_at"]: c for c in report["cells"]}
+
+
+def assert_clean(run: CrashtestRun, activities: list[str]) -> dict[str, Any]:
+    done, report = run
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert report["activities"] == activities
+    assert not failing(report) and report["cells"]
+    assert report["untested"] == [], report["untested"]
+    return report
+
+
+def assert_caught(run: CrashtestRun, points: set[str], diff: str) -> dict[str, Any]:
+    done, report = run
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert failing(report) == points
+    assert {c["diff"] for c in report["cells"] if not c["matches"]} == {diff}
+    return report
+
+
+def test_every_shape_keyed_and_unkeyed(db_url: str, temporal_address: str, tmp_path: Path) -> None:
+    env = child_env(db_url, TEMPORAL_ADDRESS=temporal_address)
+    results = crashtest_runs({name: (args, {}) for name, args in RUNS.items()}, env, tmp_path)
+
+    # Parallel activities: the charges still waiting at a kill die with the worker, unharmed.
+    charges = ["charge#1 (i-1)", "charge#2 (i-2)", "charge#3 (i-3)", "send_receipt"]
+    report = assert_clean(results["parallel-keyed"], charges)
+    assert cells(report)["after-checkpoint:1"]["in_flight"][:1] == ["charge#2 (i-2)"]
+    every_charge = {"after-effect:1", "after-effect:2", "after-effect:3"}
+    assert_caught(results["parallel-unkeyed"], every_charge, "effects: 4 → 5 entries")
+
+    # A local activity's effect repeats until its workflow task completes.
+    assert_clean(results["local-keyed"], ["charge (local)", "send_receipt"])
+    report = assert_caught(results["local-unkeyed"], {"after-effect:1"}, "effects: 2 → 3 entries")
+    assert cells(report)["after-effect:1"]["waited_on"] == [
+        "workflow task start-to-close timeout 10.0 s"
+    ]
+
+    # An effect in a child workflow, named by its place in the tree.
+    assert_clean(results["child-keyed"], ["ChargeChild/charge", "send_receipt"])
+    assert_caught(results["child-unkeyed"], {"after-effect:1"}, "effects: 2 → 3 entries")
+
+    # An approval sent by --drive as an update, whose handler runs an activity.
+    assert_clean(results["approval-keyed"], ["record_approval", "place_order"])
+    assert_caught(
+        results["approval-unkeyed"], {"after-effect:1", "after-effect:2"}, "effects: 2 → 3 entries"
+    )
+    done, _ = results["approval-undriven"]
+    assert done.returncode == 2, done.stderr
+    assert (
+        "the run is idle, waiting for something nobody sends (a signal or an update?): pass "
+        "--drive" in done.stderr.splitlines()[-1]
+    )
+
+    # A continue-as-new chain is one run; the naive key merges month 2 into month 1.
+    report = assert_clean(results["chain-keyed"], ["run 1: charge", "run 2: charge"])
+    assert "activity ids 1 repeat across the 2 runs" in report["warnings"][0]
+    done, report = results["chain-naive"]
+    assert done.returncode == 1, done.stderr
+    assert report["cells"] == [] and report["expect_diff"] == "effects: 2 → 1 entries"
+    assert "the run without a crash already differs from what you expect" in done.stdout
+
+    # An operator's reset repeats what run-id keys guard.
+    assert_clean(results["reset-keyed"], ["charge", "send_receipt"])
+    done, report = results["reset-run-keyed"]
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert {c["crash_at"]: c["diff"] for c in report["cells"]} == {
+        "reset:1": "effects: 2 → 4 entries",  # charge and receipt again
+        "reset:2": "effects: 2 → 3 entries",  # the receipt again
+    }
+
+    # An activity failing on every attempt is reported with its failure, not waited on.
+    done, _ = results["broken"]
+    assert done.returncode == 2, done.stderr
+    assert "activity charge_cents fails on every attempt" in done.stderr
+    assert "Failed decoding arguments" in done.stderr
