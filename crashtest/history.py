@@ -217,7 +217,7 @@ def _segments(scope: str) -> list[tuple[str, int]]:
     return out
 
 
-def _scope_names(scopes: set[str]) -> dict[str, str]:
+def scope_names(scopes: set[str]) -> dict[str, str]:
     """How each scope is named in a label: `run 2: ` for a later run of the root's chain, then
     `Child/` for each child (`Child#2` where a run starts more than one `Child`, `Child (run 2)`
     for a later run of a child's chain)."""
@@ -261,7 +261,7 @@ def read_tree(runs: list[RunHistory]) -> Tree:
             latest = max(latest, f.time)
             keyed.append((latest, index, f.position, f))
     ordered = [f for *_, f in sorted(keyed, key=lambda k: k[:3])]
-    names = _scope_names({r.scope for r in runs})
+    names = scope_names({r.scope for r in runs})
     per_scope = Counter((f.run.scope, f.activity) for f in ordered)
     inputs: dict[tuple[str, str], set[str]] = {}
     for f in ordered:

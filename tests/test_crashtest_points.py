@@ -1,0 +1,74 @@
+"""crashtest's naming and choosing of boundaries, in process (no server): how a tree's runs are
+named in labels, and how a crash point the user writes finds its boundary."""
+
+from __future__ import annotations
+
+import pytest
+
+from crashtest.history import Boundary, Tree, scope_names
+from crashtest.interceptor import CrashSite
+from crashtest.points import CrashPointError, Moment
+from crashtest.runner import Reference
+
+
+def test_scopes_are_named_by_their_place_in_the_tree() -> None:
+    scopes = {"@1", "@2", "@1/Charge#1@1", "@1/Charge#2@1", "@2/Notify#1@1", "@2/Notify#1@2"}
+    assert scope_names(scopes) == {
+        "@1": "run 1: ",
+        "@2": "run 2: ",
+        "@1/Charge#1@1": "run 1: Charge#1/",  # two Charge children: numbered
+        "@1/Charge#2@1": "run 1: Charge#2/",
+        "@2/Notify#1@1": "run 2: Notify (run 1)/",  # a child that continued as new
+        "@2/Notify#1@2": "run 2: Notify (run 2)/",
+    }
+    assert scope_names({"@1", "@1/Charge#1@1"}) == {"@1": "", "@1/Charge#1@1": "Charge/"}
+
+
+def boundary(number: int, scope: str, position: int, activity: str, label: str, *,
+             local: bool = False, occurrence: int = 1, task: int = 1) -> Boundary:  # fmt: skip
+    return Boundary(number, scope, position, activity, local, label, occurrence, str(position),
+                    "wf", "run", task)  # fmt: skip
+
+
+def reference() -> Reference:
+    boundaries = [
+        boundary(1, "@1", 1, "charge", "run 1: charge (local)", local=True, task=4),
+        boundary(2, "@1", 2, "notify", "run 1: notify", task=4),
+        boundary(3, "@1/Child#1@1", 1, "charge", "run 1: Child/charge", occurrence=2),
+        boundary(4, "@2", 1, "charge", "run 2: charge (local)", local=True, occurrence=3, task=4),
+    ]
+    return Reference({"charges": 3}, Tree([], boundaries))
+
+
+def test_a_crash_point_finds_its_boundary_by_position_label_or_type() -> None:
+    ref = reference()
+    assert ref.resolve("after-effect:2").boundary.label == "run 1: notify"
+    assert ref.resolve("after-effect:run 1: Child/charge").boundary.number == 3
+    assert ref.resolve("after-effect:charge#3").boundary.number == 4
+    point = ref.resolve("after-effect:charge*2")
+    assert (point.boundary.number, point.repeat, point.crash_at) == (1, 2, "after-effect:1*2")
+    assert point.site() == CrashSite(Moment.AFTER_EFFECT, "@1", 1)
+    assert CrashSite.parse(point.site().to_text()) == point.site()
+    for text, message in [
+        ("after-effect:9", "this workflow has boundaries 1..4"),
+        ("after-effect:refund", "no boundary is named 'refund'; its activities: charge, notify"),
+        ("reset:3", "is in a child workflow; an operator resets the root workflow"),
+        # The last local activity of run 2: its marker is recorded with the run's end.
+        ("after-checkpoint:4", "the workflow task that records its marker also ends its run"),
+    ]:
+        with pytest.raises(CrashPointError, match=message):
+            ref.resolve(text)
+
+
+def test_every_point_and_what_is_left_untested() -> None:
+    points, untested = reference().every_point()
+    assert [p.crash_at for p in points] == [
+        "after-effect:1", "after-effect:2", "after-effect:3", "after-effect:4",
+        "after-checkpoint:1", "after-checkpoint:2", "after-checkpoint:3",
+    ]  # fmt: skip
+    assert untested == []
+    chosen, untested = reference().select(["after-effect:notify"])
+    assert [p.crash_at for p in chosen] == ["after-effect:2"]
+    assert [u.boundary for u in untested] == [
+        "run 1: charge (local)", "run 1: Child/charge", "run 2: charge (local)",
+    ]  # fmt: skip
