@@ -1,4 +1,4 @@
-"""crashtest: crash-test any Temporal workflow at every activity boundary.
+"""crashtest: crash-test any Temporal workflow at every boundary of its run.
 
 A worker interceptor SIGKILLs the worker's own process at a boundary (`crashtest.interceptor`), a
 fresh worker finishes the run, and the user's view of the final state is compared with a run that

@@ -189,7 +189,11 @@ class _StampingOutbound(worker.WorkflowOutboundInterceptor):
         self._kill_if_a_later_task(f"schedules {activity_type}")
         root, scope = self._context()
         self._scheduled += 1
-        return Stamp(root, scope, self._scheduled, activity_type, local, self._armed_at is not None)
+        # An activity's first attempt starts only once the workflow task that scheduled it (and
+        # recorded the armed local activity's marker) completed; a local activity runs inside
+        # the task, so it proves nothing.
+        kill_on_start = self._armed_at is not None and not local
+        return Stamp(root, scope, self._scheduled, activity_type, local, kill_on_start)
 
     def _watch(self, handle: asyncio.Task[Any], stamp: Stamp) -> None:
         if not self._targets(stamp.position, Moment.AFTER_CHECKPOINT):
