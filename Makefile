@@ -8,10 +8,10 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml crashtest/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e './crashtest[pytest,devserver]' -e '.[dev,frameworks]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -41,7 +41,7 @@ chaos: $(STAMP)
 # crashtest on the grocery agent: every activity boundary, killed from outside (KEY_STRATEGY=none
 # shows what it catches).
 crashtest: $(STAMP)
-	$(BIN)/python -m crashtest run --worker worker:build_worker \
+	$(BIN)/python -m temporal_crashtest run --worker worker:build_worker \
 		--workflow workflows.grocery:GroceryAgentWorkflow \
 		--input '{"household": "smith", "week": "2026-W49"}' \
 		--observe agent.outcome:final_state \

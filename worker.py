@@ -1,16 +1,17 @@
 """`python worker.py`: a Temporal worker for the grocery agent's task queue.
 
 Environment: TEMPORAL_ADDRESS (unset: the local dev server, started if needed), DATABASE_URL
-(unset: the embedded Postgres), TASK_QUEUE, KEY_STRATEGY (workflow | run | none), CRASH_AT
-(the worker SIGKILLs itself there, through crashtest's interceptor), STEP_PAUSE_MS (pause before
-and after every activity, for the chaos lab), ORDER_BACKEND (postgres | grocer), GROCER_URL,
+(unset: the embedded Postgres), TASK_QUEUE, KEY_STRATEGY (workflow | run | none),
+ORDER_BACKEND (postgres | grocer), GROCER_URL,
 GROCER_KEY_TTL_S, ORDER_EFFECT_CHECK, MODEL (stub | openai) and MODEL_*, STUB_MODEL_LATENCY_MS,
 STUB_MODEL_FAULT, METRICS_PORT (Prometheus /metrics, on METRICS_HOST, default 127.0.0.1),
 LOG_FORMAT (text | json). SIGTERM or Ctrl-C shuts down gracefully:
 running activities get 10 s to finish.
 It logs one line when it loses Postgres or Temporal, and one when it has it back.
 
-`build_worker` is the same worker for `python -m crashtest run --worker worker:build_worker`.
+`build_worker(client, task_queue)` builds the same worker on a client and task queue it is
+given, for a tool that runs it on a client of its own (the README's crash tests do). `main` takes
+more client interceptors for a caller that runs this worker with some (the chaos lab does).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import asyncio
 import logging
 import os
 import signal
+from collections.abc import Sequence
 from datetime import timedelta
 
 from psycopg_pool import AsyncConnectionPool
@@ -30,16 +32,8 @@ from temporalio.worker import Worker
 from activities.grocery import GroceryActivities, KeyStrategy
 from agent.grocer import Grocer, grocer_from_env
 from agent.llm import model_from_env
-from agent.steps import STEP_NAMES
-from crashtest.interceptor import CrashInterceptor, PauseInterceptor
 from infra.cli import run_main
-from infra.config import (
-    crash_point_from_env,
-    env_port,
-    env_str,
-    step_pause_seconds,
-    task_queue,
-)
+from infra.config import env_port, env_str, task_queue
 from infra.db import database_url, ensure_schema, open_pool
 from infra.health import PROBE_TIMEOUT_S, Probe, watch
 from infra.logs import log_format, sdk_logging
@@ -82,7 +76,8 @@ async def open_app_pool() -> AsyncConnectionPool:
 
 
 async def build_worker(client: Client, task_queue: str) -> Worker:
-    """crashtest's FACTORY: the same worker; its pool lives as long as the process."""
+    """The same worker on a given client and task queue; its pool lives as long as the
+    process."""
     return make_worker(client, await open_app_pool(), task_queue, grocer_from_env())
 
 
@@ -99,10 +94,8 @@ def dependencies(pool: AsyncConnectionPool, client: Client) -> dict[str, Probe]:
     return {"Postgres": postgres, "Temporal": temporal}
 
 
-async def main() -> int:
+async def main(interceptors: Sequence[Interceptor] = ()) -> int:
     # Validate every setting before connecting to anything.
-    crash_at = crash_point_from_env(STEP_NAMES, checkpoint_after_last=False)
-    pause = step_pause_seconds()
     model_from_env()
     strategy = key_strategy()
     grocer = grocer_from_env()
@@ -118,11 +111,6 @@ async def main() -> int:
             )
         )
         count_effects(runtime.metric_meter)  # ours beside the SDK's: effects created / refused
-    interceptors: list[Interceptor] = []
-    if crash_at is not None:
-        interceptors.append(CrashInterceptor(crash_at))
-    if pause is not None:
-        interceptors.append(PauseInterceptor(*pause))
     pool = await open_app_pool()
     try:
         client = await connect_temporal(runtime=runtime, interceptors=interceptors)
@@ -132,13 +120,7 @@ async def main() -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         async with make_worker(client, pool, queue, grocer):
-            log.info(
-                "worker ready: pid %d, task queue %s, keys %s%s",
-                os.getpid(),
-                queue,
-                strategy,
-                f", will crash at {crash_at}" if crash_at else "",
-            )
+            log.info("worker ready: pid %d, task queue %s, keys %s", os.getpid(), queue, strategy)
             await stop.wait()
             log.info("shutting down")
         health.cancel()

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from pydantic import BaseModel
+from temporal_crashtest.processes import Processes
 
 from bench.postgres import measure_postgres
 from bench.recovery import measure_recovery
@@ -22,13 +23,13 @@ from bench.sdk_metrics import mean_latencies_ms, runtime_with_metrics
 from bench.stats import Figure
 from bench.temporal import measure_temporal
 from bench.throughput import journal_throughput_in_child, temporal_throughput
-from crashtest.processes import Processes
 from infra.cli import run_main
 from infra.config import PROJECT_ROOT, data_dir
 from infra.db import connect, database_url, ensure_schema, open_pool
 from infra.metrics import EFFECTS_LOGGER
 from infra.temporal_client import connect_temporal
 from infra.temporal_server import temporal_address
+from journal.crash_points import without_crash_at
 
 
 def parse_args() -> argparse.Namespace:
@@ -132,7 +133,11 @@ async def main(args: argparse.Namespace) -> int:
             sdk_view = mean_latencies_ms(metrics_url)
         finally:
             await pool.close()
-        env = dict(os.environ, DATABASE_URL=database_url(), TEMPORAL_ADDRESS=temporal_address())
+        env = dict(
+            without_crash_at(os.environ),
+            DATABASE_URL=database_url(),
+            TEMPORAL_ADDRESS=temporal_address(),
+        )
         procs = Processes(log_dir, env, cwd=PROJECT_ROOT)
         try:
             progress(f"recovery: {recoveries} workers SIGKILLed in the order activity")

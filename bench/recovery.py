@@ -7,12 +7,13 @@ import asyncio
 import time
 import uuid
 
+from temporal_crashtest.processes import Processes
 from temporalio.client import Client
 
 from agent.data import GroceryRequest
 from agent.steps import PLACE_ORDER
 from bench.stats import Figure
-from crashtest.processes import Processes
+from crashlab.lab import crashing_worker
 from workflows.grocery import GroceryAgentWorkflow
 
 
@@ -25,12 +26,8 @@ async def recovery_samples(client: Client, procs: Processes, runs: int) -> list[
     samples: list[int] = []
     for _ in range(runs):
         queue = f"bench-recovery-{uuid.uuid4().hex[:8]}"
-        doomed = await procs.start(
-            f"{queue}-a",
-            ["worker.py"],
-            TASK_QUEUE=queue,
-            CRASH_AT=f"after-effect:{PLACE_ORDER.number}",
-        )
+        crash_at = f"after-effect:{PLACE_ORDER.number}"
+        doomed = await procs.start(f"{queue}-a", crashing_worker(queue, crash_at))
         handle = await client.start_workflow(
             GroceryAgentWorkflow.run,
             GroceryRequest(household="bench", week="2026-W49"),

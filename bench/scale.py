@@ -28,9 +28,9 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from pydantic import BaseModel
+from temporal_crashtest.processes import Processes
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from agent.data import Choice, OrderLine
@@ -39,10 +39,10 @@ from bench.recovery import recovery_samples
 from bench.stats import Figure
 from bench.workflows import SleepWorkflow, StepsSpec, StepsWorkflow, noop
 from crashlab.servers import LabTemporal
-from crashtest.connect import connect as connect_client
-from crashtest.processes import Processes
 from infra.config import PROJECT_ROOT, data_dir
 from infra.db import connect, database_url, ensure_schema
+from infra.temporal_client import connect_temporal
+from journal.crash_points import without_crash_at
 from journal.engine import Design, Journal
 
 FILL_AT_ONCE = 200
@@ -97,15 +97,12 @@ class Side:
 
     async def start(self) -> None:
         await self.server.start()
-        self.client = await connect_client(self.server.address, data_converter=CONVERTER)
+        self.client = await connect_temporal(self.server.address)
 
     @property
     def c(self) -> Client:
         assert self.client is not None
         return self.client
-
-
-CONVERTER = pydantic_data_converter
 
 
 def _worker(client: Client) -> Worker:
@@ -192,7 +189,11 @@ async def temporal_scale(
         folder = root / name
         folder.mkdir(parents=True)
         server = LabTemporal(folder)
-        env = dict(os.environ, DATABASE_URL=database_url(), TEMPORAL_ADDRESS=server.address)
+        env = dict(
+            without_crash_at(os.environ),
+            DATABASE_URL=database_url(),
+            TEMPORAL_ADDRESS=server.address,
+        )
         sides.append(Side(server, Processes(folder / "logs", env, cwd=PROJECT_ROOT)))
     empty, filled = sides
     filler = LabTemporal(root / "filled", port=filled.server.port,
@@ -206,7 +207,7 @@ async def temporal_scale(
             if level > count:
                 say(f"filling the history to {level} completed runs")
                 await filler.start()
-                client = await connect_client(filler.address, data_converter=CONVERTER)
+                client = await connect_temporal(filler.address)
                 async with _worker(client):
                     await _fill(client, level - count, say)
                 await filler.stop()

@@ -15,13 +15,13 @@ import time
 import uuid
 
 from psycopg_pool import AsyncConnectionPool
+from temporal_crashtest.processes import Processes
 from temporalio.client import Client
 
 from agent.data import GroceryRequest
 from agent.llm import StubModel
 from bench.memory import peak_rss_mb
 from bench.stats import Throughput
-from crashtest.processes import Processes
 from infra.config import PROJECT_ROOT
 from infra.db import database_url, open_pool
 from journal.agent import run_to_completion

@@ -7,8 +7,8 @@ from typing import Literal
 from pydantic import BaseModel
 
 from agent.steps import STEPS, Effect
-from crashtest.points import CrashPoint, Moment
 from infra.errors import ConfigError
+from journal.crash_points import CrashPoint, Moment
 
 Engine = Literal["journal", "temporal"]
 

@@ -27,6 +27,7 @@ from typing import Protocol
 
 import psycopg
 from pydantic import BaseModel
+from temporal_crashtest.processes import Processes
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import WorkflowAlreadyStartedError
@@ -39,11 +40,11 @@ from crashlab.fleet import Fleet
 from crashlab.invariants import Violation, check_runs
 from crashlab.recovery import held_by, recovery_seconds, summary_ms
 from crashlab.servers import LabPostgres, LabTemporal, stop_leftovers
-from crashtest.processes import Processes
 from infra.config import PROJECT_ROOT, data_dir, env_str
 from infra.db import connect, ensure_schema
 from infra.errors import ConfigError, DatabaseUnavailable
 from infra.temporal_client import connect_temporal
+from journal.crash_points import without_crash_at
 from journal.engine import Design, register_runs
 from journal.resume import READY_LINE as RESUME_READY
 from workflows.grocery import GroceryAgentWorkflow
@@ -303,7 +304,7 @@ async def run_chaos(opts: ChaosOptions, progress: Callable[[str], None] = say) -
     progress(
         f"{tag}: {opts.engine}/{opts.design}, {opts.runs} runs, {opts.workers} workers; {where}"
     )
-    env = dict(os.environ, DATABASE_URL=db_url, TASK_QUEUE=tag)
+    env = dict(without_crash_at(os.environ), DATABASE_URL=db_url, TASK_QUEUE=tag)
     env.setdefault("STEP_PAUSE_MS", STEP_PAUSE_MS)
     if opts.engine == "temporal":
         env.update(TEMPORAL_ADDRESS=address or "", KEY_STRATEGY=opts.design)
@@ -333,7 +334,8 @@ async def _chaos(
     run_ids = [f"{tag}-{i:04d}" for i in range(1, opts.runs + 1)]
     runs: TemporalRuns | JournalRuns
     if opts.engine == "temporal":
-        fleet = Fleet(procs, "worker", ["worker.py"], opts.workers, ready_line="worker ready")
+        fleet = Fleet(procs, "worker", ["-m", "crashlab.worker"], opts.workers,
+                      ready_line="worker ready")  # fmt: skip
         runs = TemporalRuns(await connect_temporal(address, runtime=quiet_runtime()), fleet, tag)
     else:
         resume = ["-m", "journal", "resume", "--until-done"]

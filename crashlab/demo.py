@@ -14,6 +14,7 @@ import sys
 import time
 import uuid
 
+from temporal_crashtest.processes import Processes
 from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.api.workflow.v1 import PendingActivityInfo
 from temporalio.client import Client
@@ -21,13 +22,14 @@ from temporalio.client import Client
 from agent.outcome import read_run_state
 from agent.steps import PLACE_ORDER
 from crashlab.cells import RESET, all_cells, select_cells
+from crashlab.lab import crashing_worker
 from crashlab.matrix import run_matrix
-from crashtest.processes import Processes
 from infra.config import PROJECT_ROOT, data_dir
 from infra.db import connect, database_url, ensure_schema
 from infra.errors import AgentError
 from infra.temporal_client import connect_temporal
 from infra.temporal_server import is_listening, temporal_address, ui_url
+from journal.crash_points import without_crash_at
 
 STAGES = 9
 CRASH_AT = f"after-effect:{PLACE_ORDER.number}"  # the order is placed, not yet recorded
@@ -98,14 +100,19 @@ async def demo() -> int:
         await ensure_schema(conn)
     client = await connect_temporal(address)
 
-    env = dict(os.environ, DATABASE_URL=db_url, TEMPORAL_ADDRESS=address, TASK_QUEUE=queue)
+    env = dict(
+        without_crash_at(os.environ),
+        DATABASE_URL=db_url,
+        TEMPORAL_ADDRESS=address,
+        TASK_QUEUE=queue,
+    )
     procs = Processes(data_dir() / "crashlab" / f"demo-{tag}", env, cwd=PROJECT_ROOT)
     try:
-        doomed = await procs.start("worker-a", ["worker.py"], CRASH_AT=CRASH_AT)
+        doomed = await procs.start("worker-a", crashing_worker(queue, CRASH_AT))
         say(
             3,
             f"worker A started (pid {doomed.pid}); it will SIGKILL itself just after placing "
-            f"the order, before Temporal hears the activity finished (CRASH_AT={CRASH_AT})",
+            f"the order, before Temporal hears the activity finished (--crash-at {CRASH_AT})",
         )
         starter = await procs.start(
             "starter", ["starter.py", "--household", household, "--week", WEEK, "--json"]

@@ -10,7 +10,7 @@ import random
 import signal
 from dataclasses import dataclass, field
 
-from crashtest.processes import Processes
+from temporal_crashtest.processes import Processes
 
 RESTART_AFTER_S = 0.2  # a supervisor's pause before it starts a dead process again
 

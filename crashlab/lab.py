@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
+from temporal_crashtest.processes import Processes
+from temporal_crashtest.runner import Reference, Runner, Target, replace_observe
 
 from agent.data import GroceryRequest
 from agent.grocer import Grocer, GrocerClient
@@ -21,15 +23,14 @@ from agent.outcome import final_state, read_run_state
 from agent.steps import PLACE_ORDER, STEP_NAMES
 from crashlab.cells import KEY_EXPIRY, RESET, UNCHECKED, Cell, CellResult, Engine
 from crashlab.servers import LabGrocer
-from crashtest.processes import Processes
-from crashtest.runner import Reference, Runner, Target, replace_observe
-from infra.temporal_client import DATA_CONVERTER
 
 HOUSEHOLD = "household-1"
 WEEK = "2026-W49"
 PROCESS_TIMEOUT_S = 60
 RESULT_TIMEOUT_S = 90
 KEY_TTL_S = 1.0  # the lab's grocer forgets an idempotency key after this
+# The agent's data converter, named for the crash tool's worker processes.
+DATA_CONVERTER = "temporalio.contrib.pydantic:pydantic_data_converter"
 
 
 class CellFailed(Exception):
@@ -45,6 +46,15 @@ def grocery_target(key_strategy: str) -> Target:
         data_converter=DATA_CONVERTER,
         env={"KEY_STRATEGY": key_strategy},
     )
+
+
+def crashing_worker(task_queue: str, crash_at: str) -> list[str]:
+    """The arguments of a grocery worker that SIGKILLs itself at `crash_at` (`after-effect:4`,
+    `after-effect:place_order`): crashtest's worker process around `worker.py`'s factory, as a
+    user crashes a worker by hand (the product itself knows nothing of crashes)."""
+    return ["-m", "temporal_crashtest.worker", "--worker", "worker:build_worker",
+            "--task-queue", task_queue, "--data-converter", DATA_CONVERTER,
+            "--crash-at", crash_at]  # fmt: skip
 
 
 def counts(state: dict[str, Any]) -> tuple[int, int, int]:

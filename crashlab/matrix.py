@@ -9,17 +9,19 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from temporal_crashtest.processes import Processes
+from temporal_crashtest.runner import Runner
+
 from agent.outcome import final_state
 from crashlab.cells import Cell, CellResult
 from crashlab.lab import RESULT_TIMEOUT_S, Lab
 from crashlab.report import MatrixReport
-from crashtest.processes import Processes
-from crashtest.runner import Runner
 from infra.config import PROJECT_ROOT, data_dir
 from infra.db import connect, database_url, ensure_schema, open_pool
 from infra.errors import AgentError
 from infra.temporal_client import connect_temporal
 from infra.temporal_server import temporal_address
+from journal.crash_points import without_crash_at
 
 
 def default_jobs() -> int:
@@ -49,7 +51,7 @@ async def run_matrix(
     started = time.monotonic()
     db_url = database_url()
     needs_temporal = any(c.engine == "temporal" for c in cells)
-    env = dict(os.environ, DATABASE_URL=db_url)
+    env = dict(without_crash_at(os.environ), DATABASE_URL=db_url)
     async with await connect(db_url) as conn:
         await ensure_schema(conn)
     if needs_temporal:

@@ -1,11 +1,11 @@
 """Recovery after each worker kill: the time until every run the killed process held made
 progress again.
 
-What a process held comes from its own log, written as it worked: a Temporal worker logs
-`activity started: WORKFLOW_ID ...` and `activity ended (...): WORKFLOW_ID ...`
-(crashtest's PauseInterceptor, installed by STEP_PAUSE_MS); a journal process logs
-`run RUN_ID: opened ...` and `run RUN_ID: completed` (journal.engine). Progress is the next time
-the run completed an activity (from its Temporal history) or saved a step (from agent_steps).
+What a process held comes from its own log, written as it worked: a Temporal worker logs `activity
+started: WORKFLOW_ID ...` and `activity ended (...): WORKFLOW_ID ...` (crashlab.pauses, which
+`python -m crashlab.worker` installs from STEP_PAUSE_MS); a journal process logs `run RUN_ID:
+opened ...` and `run RUN_ID: completed` (journal.engine). Progress is the next time the run
+completed an activity (from its Temporal history) or saved a step (from agent_steps).
 """
 
 from __future__ import annotations

@@ -11,16 +11,12 @@ import subprocess
 import time
 from pathlib import Path
 
-from crashtest.devserver import (
-    dev_server_command,
-    free_port,
-    listening,
-    temporal_cli,
-    wait_until_listening,
-)
-from crashtest.processes import Processes, wait_until_gone
+from temporal_crashtest import Processes
+
 from infra.embedded_postgres import ensure_postgres, kill_postgres, stop_postgres
 from infra.errors import ConfigError, DatabaseUnavailable
+from infra.processes import free_port, listening, wait_until_gone, wait_until_listening
+from infra.temporal_server import dev_server_command, temporal_binary
 
 RESTART_TIMEOUT_S = 30
 PID_FILE = "temporal.pid"
@@ -70,11 +66,8 @@ class LabTemporal:
         return self.address
 
     def _start(self) -> None:
-        binary = temporal_cli()
-        if binary is None:
-            raise ConfigError("the temporal CLI is missing: install the project (`make setup`)")
         command = dev_server_command(
-            binary, port=self.port, ui_port=None, db_file=self.folder / "temporal.db"
+            temporal_binary(), port=self.port, ui_port=None, db_file=self.folder / "temporal.db"
         ) + list(self.extra_flags)
         log = self.folder / "temporal.log"
         with log.open("ab") as out:
@@ -82,7 +75,8 @@ class LabTemporal:
                 command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
             )
         (self.folder / PID_FILE).write_text(str(self.proc.pid))
-        wait_until_listening(self.proc, "127.0.0.1", self.port, log)
+        name = "the lab's Temporal dev server"
+        wait_until_listening(self.proc, name, "127.0.0.1", self.port, log)
 
     async def kill(self) -> int:
         return await asyncio.to_thread(self._kill)

@@ -3,17 +3,35 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
+import os
 import signal
 import sys
 from collections.abc import Coroutine
 from typing import Any, NoReturn
 
-from crashtest.exits import exit_now
 from infra.errors import AgentError
 from infra.logs import LogFormat, configure_logging
 
 EXIT_EXPECTED_FAILURE = 2
+
+
+def exit_now(code: int) -> NoReturn:
+    """Exit without CPython's interpreter teardown.
+
+    The Temporal SDK's Rust threads can take the GIL while the interpreter finalizes, which
+    aborts the process ("Fatal Python error: PyGILState_Release ... finalizing", SIGABRT;
+    temporalio/sdk-python issue #300). So: run the exit handlers, flush, and `os._exit`.
+    """
+    # `_run_exitfuncs` is CPython's (3.11-3.13 here); without it the handlers are skipped.
+    run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
+    if run_exit_handlers is not None:
+        run_exit_handlers()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def run_main(main: Coroutine[Any, Any, int]) -> NoReturn:

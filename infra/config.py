@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import TypeVar
 
-from crashtest.points import CrashPoint, CrashPointError, parse_and_resolve
 from infra.errors import ConfigError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -89,20 +87,6 @@ def step_pause_seconds() -> tuple[float, float] | None:
     if not 0 <= bounds[0] <= bounds[1]:
         raise ConfigError(f"STEP_PAUSE_MS={raw!r}: need 0 <= LOW <= HIGH")
     return bounds[0] / 1000, bounds[1] / 1000
-
-
-def crash_point_from_env(steps: Sequence[str], *, checkpoint_after_last: bool) -> CrashPoint | None:
-    """CRASH_AT (unset: never crash), resolved to a position among `steps`.
-
-    `checkpoint_after_last`: the journal records its last step, so it may crash after it; a
-    Temporal worker has no next activity to crash in."""
-    raw = env_str("CRASH_AT")
-    if raw is None:
-        return None
-    try:
-        return parse_and_resolve(raw, steps, checkpoint_after_last=checkpoint_after_last)
-    except CrashPointError as err:
-        raise ConfigError(str(err)) from None
 
 
 def parse_choice(options: type[Choice], text: str, what: str) -> Choice:

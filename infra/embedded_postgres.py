@@ -24,9 +24,9 @@ from typing import Any
 
 import psutil
 
-from crashtest.processes import wait_until_gone
 from infra.config import data_dir
 from infra.errors import DatabaseUnavailable
+from infra.processes import wait_until_gone
 
 log = logging.getLogger(__name__)
 

@@ -9,10 +9,8 @@ import os
 import signal
 import subprocess
 
-from crashtest.devserver import DevServerError, listening, wait_until_listening
-from crashtest.processes import wait_until_gone
 from infra.config import data_dir
-from infra.errors import ConfigError
+from infra.processes import listening, wait_until_gone, wait_until_listening
 
 STOP_TIMEOUT_S = 10
 
@@ -36,10 +34,7 @@ def ensure_running(name: str, command: list[str], host: str, port: int) -> None:
                 start_new_session=True,  # outlives this command, is not killed by its Ctrl-C
             )
         (folder / f"{name}.pid").write_text(str(proc.pid))
-        try:
-            wait_until_listening(proc, host, port, log_path)
-        except DevServerError as err:
-            raise ConfigError(str(err).replace("the Temporal dev server", name)) from None
+        wait_until_listening(proc, name, host, port, log_path)
 
 
 def stop(name: str) -> bool:

@@ -19,10 +19,11 @@ from agent.llm import model_from_env
 from agent.outcome import read_run_state
 from agent.steps import STEP_NAMES
 from infra.cli import run_main
-from infra.config import crash_point_from_env, step_pause_seconds
+from infra.config import step_pause_seconds
 from infra.db import connect, database_url, ensure_schema, open_pool
 from infra.errors import DatabaseUnavailable, UnknownRun
 from journal.agent import run_to_completion
+from journal.crash_points import crash_point_from_env
 from journal.engine import Design
 from journal.resume import resume_unfinished
 
@@ -89,7 +90,7 @@ async def main(args: argparse.Namespace) -> int:
         return await resume(args)
     if args.command == "run":  # every setting checked before anything is touched
         design = Design.parse(args.design)
-        crash_at = crash_point_from_env(STEP_NAMES, checkpoint_after_last=True)
+        crash_at = crash_point_from_env(STEP_NAMES)
         model = model_from_env()
         pause = step_pause_seconds()
     grocer = grocer_from_env()

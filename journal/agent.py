@@ -9,7 +9,7 @@ from agent.data import Summary
 from agent.grocer import Grocer
 from agent.llm import Model
 from agent.steps import CHECK_PANTRY, CHOOSE, PLACE_ORDER, PLAN, SEND_CONFIRMATION, SUMMARISE
-from crashtest.points import CrashPoint
+from journal.crash_points import CrashPoint
 from journal.engine import Design, Journal, Pause
 
 

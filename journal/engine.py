@@ -34,9 +34,9 @@ import psycopg
 from pydantic import BaseModel
 
 from agent.steps import STEPS, Effect, Step
-from crashtest.points import CrashPoint, Moment, crash_now
 from infra.config import parse_choice
 from infra.errors import AgentError, ConfigError
+from journal.crash_points import CrashPoint, Moment, crash_now
 
 T = TypeVar("T", bound=BaseModel)
 Pause = tuple[float, float]  # sleep a random low..high seconds (STEP_PAUSE_MS)

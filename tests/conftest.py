@@ -96,8 +96,8 @@ def workers(
     """Start worker processes with `workers(queue, **env)`; all are stopped after the test."""
     started: list[WorkerProcess] = []
 
-    def start(queue: str, **env: str) -> WorkerProcess:
-        worker = WorkerProcess(db_url, temporal_address, queue, tmp_path, **env)
+    def start(queue: str, crash_at: str | None = None, **env: str) -> WorkerProcess:
+        worker = WorkerProcess(db_url, temporal_address, queue, tmp_path, crash_at, **env)
         started.append(worker)
         return worker
 
@@ -120,6 +120,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """After the summary is printed, leave without interpreter teardown: the Temporal client
     loaded here can abort it (see crashtest.exits.exit_now)."""
     if _EXIT_STATUS in config.stash:
-        from crashtest.exits import exit_now
+        from infra.cli import exit_now
 
         exit_now(config.stash[_EXIT_STATUS])

@@ -18,6 +18,7 @@ from temporalio.client import Client
 
 from agent.data import GroceryRequest, GroceryResult
 from agent.outcome import RunState, read_run_state_sync
+from crashlab.lab import crashing_worker
 from workflows.grocery import GroceryAgentWorkflow
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,11 +55,20 @@ def crashtest_runs(
     out: Path,
     timeout: float = 300,
 ) -> dict[str, CrashtestRun]:
-    """Several `python -m crashtest run ARGS` at once (a cell mostly waits on timeouts), each
-    with more environment; each one's output and JSON report (None where it wrote none)."""
+    """Several `python -m temporal_crashtest run ARGS` at once (a cell mostly waits on
+    timeouts), each with more environment; each one's output and JSON report ({} where it wrote
+    none)."""
     procs = {}
     for name, (args, extra) in runs.items():
-        cmd = [sys.executable, "-m", "crashtest", "run", *args, "--json", str(out / f"{name}.json")]
+        cmd = [
+            sys.executable,
+            "-m",
+            "temporal_crashtest",
+            "run",
+            *args,
+            "--json",
+            str(out / f"{name}.json"),
+        ]
         procs[name] = subprocess.Popen(
             cmd, cwd=ROOT, env={**env, **extra}, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -111,13 +121,24 @@ def state(db: psycopg.Connection, run_id: str) -> RunState:
 
 
 class WorkerProcess:
-    """`python worker.py` in a child process, as a user runs it; its output goes to a log file."""
+    """`python worker.py` in a child process, as a user runs it; its output goes to a log file.
+    With `crash_at`, the same worker inside crashtest's worker process, which SIGKILLs itself
+    there."""
 
-    def __init__(self, db_url: str, address: str, queue: str, log_dir: Path, **env: str) -> None:
+    def __init__(
+        self,
+        db_url: str,
+        address: str,
+        queue: str,
+        log_dir: Path,
+        crash_at: str | None = None,
+        **env: str,
+    ) -> None:
         self.log_path = log_dir / f"worker-{uuid.uuid4().hex[:6]}.log"
         self._log = self.log_path.open("w")
+        args = crashing_worker(queue, crash_at) if crash_at else ["worker.py"]
         self.proc = subprocess.Popen(
-            [sys.executable, "worker.py"],
+            [sys.executable, *args],
             cwd=ROOT,
             env=child_env(db_url, TEMPORAL_ADDRESS=address, TASK_QUEUE=queue, **env),
             stdout=self._log,
@@ -155,7 +176,7 @@ async def crash_then_resume(
     the worker that finished it."""
     queue = new_run_id("q")
     workflow_id = new_run_id(f"crash-{key_strategy}")
-    doomed = workers(queue, CRASH_AT=crash_at, KEY_STRATEGY=key_strategy)
+    doomed = workers(queue, crash_at=crash_at, KEY_STRATEGY=key_strategy)
     handle = await client.start_workflow(
         GroceryAgentWorkflow.run,
         GroceryRequest(household="household-1", week="2026-W49"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from agent.llm import ModelOutputError, StubModel
 from agent.steps import CHOOSE, PLAN, Step
 from infra.db import connect, connect_sync
 from journal.agent import run_to_completion
+from journal.crash_points import CrashPoint, CrashPointError
 from journal.engine import Design, DeterminismError, Journal
 from tests.helpers import (
     ROOT,
@@ -209,3 +211,19 @@ def test_one_process_at_a_time_runs_a_run(db_url: str, db: psycopg.Connection) -
     finally:
         assert first.wait(60) == 0, first.stderr
     assert state(db, run_id).counts == NO_CRASH  # the second process added nothing
+
+
+def test_crash_points_are_resolved_against_the_steps() -> None:
+    names = ["look_up", "charge", "charge", "send"]
+    assert str(CrashPoint.parse("after-effect:charge#2").resolve(names)) == "after-effect:3"
+    assert str(CrashPoint.parse("after-effect:send").resolve(names)) == "after-effect:4"
+    for text, message in [
+        ("after-lunch:1", "expected after-effect:N or after-checkpoint:N"),
+        ("after-effect:0", "positions start at 1"),
+        ("after-effect:charge#3", "'charge' runs 2 time(s)"),
+        ("after-effect:refund", "'refund' is not an activity"),
+        ("after-checkpoint:4", "after-checkpoint:4 has no next activity to crash in; use 1..3"),
+        ("after-effect:5", "valid: after-effect:1..4, after-checkpoint:1..3"),
+    ]:
+        with pytest.raises(CrashPointError, match=re.escape(message)):
+            CrashPoint.parse(text).resolve(names)

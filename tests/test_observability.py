@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 from temporalio.client import Client
 
-from crashtest.devserver import free_port
+from infra.processes import free_port
 from tests.helpers import (
     RESULT_TIMEOUT_S,
     WorkerProcess,

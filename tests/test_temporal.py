@@ -108,8 +108,8 @@ async def test_worker_killed_after_the_effect(
 async def test_crash_point_named_by_its_activity(
     client: Client, workers: Callable[..., WorkerProcess], db: psycopg.Connection
 ) -> None:
-    """CRASH_AT=after-effect:place_order is after-effect:4; the interceptor kills the worker
-    there, from outside the activity's code."""
+    """--crash-at after-effect:place_order is after-effect:4; crashtest's interceptor kills the
+    worker there, from outside the activity's code."""
     workflow_id, _, _ = await crash_then_resume(client, workers, "after-effect:place_order", "none")
     assert state(db, workflow_id).counts == (3, 2, 1)
 
@@ -142,9 +142,7 @@ async def test_changed_step_order_fails_replay_with_nondeterminism() -> None:
 
 def test_worker_rejects_bad_settings(db_url: str, temporal_address: str) -> None:
     for env, message in [
-        ({"CRASH_AT": "after-effect:0"}, "unknown crash point 'after-effect:0'"),
         ({"KEY_STRATEGY": "random"}, "unknown key strategy 'random'; valid: workflow, run, none"),
-        ({"CRASH_AT": "after-checkpoint:6"}, "after-checkpoint:6 has no next activity"),
         ({"METRICS_PORT": "http"}, "METRICS_PORT='http' is not a TCP port"),
     ]:
         done = run_python(

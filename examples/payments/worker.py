@@ -1,6 +1,6 @@
 """The worker factories crashtest is pointed at: FACTORY(client, task_queue) -> Worker.
 
-    python -m crashtest run --worker examples.payments.worker:keyed_worker \
+    python -m temporal_crashtest run --worker examples.payments.worker:keyed_worker \
         --workflow examples.payments.workflow:PaymentsWorkflow \
         --input '{"customer": "acme", "invoices": ["inv-1", "inv-2", "inv-3"]}' \
         --observe examples.payments.observe:payments_of

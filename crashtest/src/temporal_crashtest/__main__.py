@@ -1,6 +1,6 @@
-"""`python -m crashtest run`: crash-test a Temporal workflow at every boundary.
+"""`python -m temporal_crashtest run`: crash-test a Temporal workflow at every boundary.
 
-    python -m crashtest run --worker MODULE:FACTORY --workflow MODULE:CLASS --input JSON \\
+    python -m temporal_crashtest run --worker MODULE:FACTORY --workflow MODULE:CLASS --input JSON \\
         --observe MODULE:FUNC [--drive MODULE:FUNC] [--expect JSON|@FILE] [--points LIST] \\
         [--repeat N] [--json PATH] [--markdown PATH] [--jobs N] [--data-converter MODULE:NAME] \\
         [--address HOST:PORT] [--deadline-s S] [--logs DIR]
@@ -35,19 +35,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crashtest.connect import ServerUnreachable, connect
-from crashtest.devserver import LOCAL_SERVER, DevServerError, PrivateDevServer, listening
-from crashtest.exits import EXIT_ALL_MATCH, EXIT_BAD_INPUT, EXIT_SOME_DIFFER, exit_now
-from crashtest.loading import (
+from temporal_crashtest.connect import ServerUnreachable, connect
+from temporal_crashtest.devserver import LOCAL_SERVER, DevServerError, PrivateDevServer, listening
+from temporal_crashtest.exits import EXIT_ALL_MATCH, EXIT_BAD_INPUT, EXIT_SOME_DIFFER, exit_now
+from temporal_crashtest.loading import (
     LoadError,
     load_callable,
     load_data_converter,
+    load_plugins,
     workflow_type,
 )
-from crashtest.points import MAX_REPEAT, CrashPoint, CrashPointError
-from crashtest.processes import Processes
-from crashtest.report import Cell, Report, differences, short
-from crashtest.runner import (
+from temporal_crashtest.points import MAX_REPEAT, CrashPoint, CrashPointError
+from temporal_crashtest.processes import Processes
+from temporal_crashtest.report import Cell, Report, differences, short
+from temporal_crashtest.runner import (
     DEFAULT_DEADLINE_S,
     CrashTestError,
     Drive,
@@ -92,6 +93,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     run.add_argument("--repeat", type=int, default=1,
                      help="crash this many workers in a row at each point (default 1)")  # fmt: skip
     run.add_argument("--data-converter", help="MODULE:NAME of a temporalio DataConverter")
+    run.add_argument("--plugin", action="append", default=[], help="MODULE:NAME of a "
+                     "temporalio client Plugin (an agent framework's), for every client; "
+                     "repeatable")  # fmt: skip
     run.add_argument(
         "--address", help="Temporal's HOST:PORT (default: TEMPORAL_ADDRESS, else a server on "
         "127.0.0.1:7233, else a private dev server started for this run)"
@@ -145,6 +149,7 @@ def check_inputs(args: argparse.Namespace) -> Inputs:
         raise LoadError(f"--input is not JSON: {err}") from None
     load_callable(args.worker, "--worker")  # fail here, not in every worker process
     load_data_converter(args.data_converter)
+    load_plugins(args.plugin)
     observe = load_callable(args.observe, "--observe")
     drive = load_callable(args.drive, "--drive") if args.drive else None
     expect = read_expect(args.expect) if args.expect is not None else None
@@ -156,6 +161,7 @@ def check_inputs(args: argparse.Namespace) -> Inputs:
         workflow=workflow_type(args.workflow),
         input=workflow_input,
         data_converter=args.data_converter,
+        plugins=tuple(args.plugin),
     )
     return Inputs(target, observe, points, drive, expect, args.expect is not None)
 
@@ -192,6 +198,7 @@ async def crash_test(args: argparse.Namespace, inputs: Inputs, log_dir: Path) ->
             address,
             namespace=args.namespace,
             data_converter=load_data_converter(args.data_converter),
+            plugins=load_plugins(args.plugin),
         )
         runner = Runner(
             client, address, procs, inputs.observe, drive=inputs.drive,

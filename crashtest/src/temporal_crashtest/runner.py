@@ -33,7 +33,7 @@ from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
 
-from crashtest.history import (
+from temporal_crashtest.history import (
     Boundary,
     RunHistory,
     Tree,
@@ -42,12 +42,13 @@ from crashtest.history import (
     recovery_waits,
     tree_histories,
     what_it_waits_on,
+    with_likely_cause,
 )
-from crashtest.interceptor import IN_FLIGHT, CrashSite
-from crashtest.points import CrashPoint, CrashPointError, Moment
-from crashtest.processes import Processes
-from crashtest.report import Cell, Untested, differences
-from crashtest.worker import PARENT_PID_ENV, READY
+from temporal_crashtest.interceptor import IN_FLIGHT, CrashSite
+from temporal_crashtest.points import CrashPoint, CrashPointError, Moment
+from temporal_crashtest.processes import Processes
+from temporal_crashtest.report import Cell, Untested, differences
+from temporal_crashtest.worker import PARENT_PID_ENV, READY
 
 Observe = Callable[[str], Any]
 Drive = Callable[[WorkflowHandle[Any, Any]], Any]
@@ -72,6 +73,7 @@ class Target:
     workflow: str  # the workflow type name
     input: Any  # the workflow's one argument, as JSON
     data_converter: str | None = None  # MODULE:NAME, for the worker processes' clients
+    plugins: tuple[str, ...] = ()  # MODULE:NAME of client plugins, for every client
     env: dict[str, str] = field(default_factory=dict)  # more environment for the workers
     resume_after_s: float = 0.0  # wait this long after the kill before the fresh worker starts
 
@@ -243,11 +245,14 @@ class Runner:
         crash_at: CrashSite | None = None,
         workflow_id: str | None = None,
     ) -> asyncio.subprocess.Process:
-        """`python -m crashtest.worker` for the target, crashing at `crash_at` if given."""
-        args = ["-m", "crashtest.worker", "--worker", target.worker, "--task-queue", task_queue]
+        """`python -m temporal_crashtest.worker` for the target, crashing at `crash_at` if given."""
+        args = ["-m", "temporal_crashtest.worker", "--worker", target.worker]
+        args += ["--task-queue", task_queue]
         args += ["--address", self.address, "--namespace", self.namespace]
         if target.data_converter:
             args += ["--data-converter", target.data_converter]
+        for plugin in target.plugins:
+            args += ["--plugin", plugin]
         if crash_at is not None:
             args += ["--crash-at", crash_at.to_text()]
         if workflow_id is not None:
@@ -293,7 +298,7 @@ class Runner:
             if point is not None and point.moment is Moment.RESET:
                 await self._reset(target, point, run)
             else:
-                await self._run(target, point, run)
+                await self._run(target, point, run, reference.boundaries)
         except _CellFailed as err:
             error = str(err)
         try:
@@ -342,11 +347,21 @@ class Runner:
         error = result.exception()
         if isinstance(error, WorkflowFailureError):
             cause = error.cause
-            run.failure = f"the run failed: {getattr(cause, 'message', None) or cause}"
+            message = str(getattr(cause, "message", None) or cause)
+            run.failure = f"the run failed: {with_likely_cause(message)}"
         elif error is not None:
             raise _CellFailed(f"waiting for the result: {type(error).__name__}: {error}")
 
-    async def _run(self, target: Target, point: CellPoint | None, run: _Run) -> None:
+    async def _run(
+        self,
+        target: Target,
+        point: CellPoint | None,
+        run: _Run,
+        labels: list[Boundary] | None = None,
+    ) -> None:
+        """Run to the end, crashing at `point`; `labels`: the reference's boundaries, whose
+        labels name the recovery's waits."""
+        labels = labels or []
         deadline = time.monotonic() + self.deadline_s
         queue = run.workflow_id
         crashes = point.repeat if point else 0
@@ -389,7 +404,7 @@ class Runner:
             if not result.done():
                 raise _CellFailed(
                     f"the worker exited with code {worker.returncode} before the run ended: "
-                    f"{self.procs.last_line(name)}"
+                    f"{with_likely_cause(self.procs.last_line(name))}"
                 )
             self._ended(run, result)
             if run.killed_at is not None and point is not None and run.handle is not None:
@@ -397,11 +412,14 @@ class Runner:
                 tree = read_tree(await self._histories(run.handle))
                 crashed = tree.run(point.boundary.scope)
                 if crashed is not None:
-                    labels = {}  # scheduled event id -> label, for the crashed run
+                    # Scheduled event id -> the label the reference gave that boundary.
+                    named = {(b.scope, b.position): b.label for b in labels}
+                    by_event = {}
                     for b in tree.boundaries:
                         if b.scope == point.boundary.scope and not b.local:
-                            labels.update(self._scheduled_ids(crashed, b))
-                    run.waited_on = recovery_waits(crashed, labels)
+                            for event_id in self._scheduled_ids(crashed, b):
+                                by_event[event_id] = named.get((b.scope, b.position), b.label)
+                    run.waited_on = recovery_waits(crashed, by_event)
         finally:
             await self._finish(run, result, workers)
 

@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
-from temporalio.client import Client, Interceptor
+from temporalio.client import Client, Interceptor, Plugin
 from temporalio.converter import DataConverter
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError
@@ -32,10 +32,12 @@ async def connect(
     namespace: str = "default",
     data_converter: DataConverter = DataConverter.default,
     interceptors: Sequence[Interceptor] = (),
+    plugins: Sequence[Plugin] = (),
     runtime: Runtime | None = None,
     ready_timeout_s: float = READY_TIMEOUT_S,
 ) -> Client:
-    """A client whose namespace has answered once."""
+    """A client whose namespace has answered once. `plugins` (an agent framework's, say) configure
+    the client and every worker built on it: their data converter, activities, sandbox."""
     deadline = time.monotonic() + ready_timeout_s
     while True:
         try:
@@ -44,6 +46,7 @@ async def connect(
                 namespace=namespace,
                 data_converter=data_converter,
                 interceptors=interceptors,
+                plugins=list(plugins),
                 runtime=runtime,
             )
             await client.workflow_service.describe_namespace(

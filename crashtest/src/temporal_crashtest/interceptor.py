@@ -37,9 +37,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import logging
 import os
-import random
 import signal
 import sys
 from collections import Counter
@@ -49,13 +47,12 @@ from typing import Any
 from temporalio import activity, client, worker, workflow
 from temporalio.api.common.v1 import Payload
 
-from crashtest.points import CrashPoint, CrashPointError, Moment
+from temporal_crashtest.points import CrashPoint, CrashPointError, Moment
 
 STAMP_HEADER = "crashtest-boundary"
 SCOPE_HEADER = "crashtest-scope"
 ROOT_SCOPE = "@1"
 IN_FLIGHT = " in-flight="
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -66,6 +63,7 @@ class Stamp:
     activity: str  # the activity type
     local: bool
     kill_on_start: bool = False  # scheduled after an armed local activity's marker (see above)
+    occurrence: int = 1  # which `activity` of its run it is
 
     def label(self) -> str:
         where = "" if self.scope == ROOT_SCOPE else f"{self.scope} "
@@ -74,35 +72,55 @@ class Stamp:
 
 @dataclass(frozen=True)
 class CrashSite:
-    """A boundary to crash at: position `position` of the run `scope`."""
+    """A boundary to crash at: position `position` of the run `scope`, or (`activity` given)
+    the `occurrence`-th activity of that type in it."""
 
     moment: Moment  # after-effect or after-checkpoint
     scope: str
-    position: int
+    position: int = 0
+    activity: str | None = None
+    occurrence: int = 1
 
     def to_text(self) -> str:
         return json.dumps(asdict(self))
 
     @classmethod
     def parse(cls, text: str) -> CrashSite:
-        """JSON from `to_text`, or a crash point by position (in the root's first run)."""
+        """JSON from `to_text`, or a crash point by position or activity type (in the root's
+        first run: a worker on its own has no history to read labels from)."""
         if text.lstrip().startswith("{"):
             try:
                 data = json.loads(text)
-                return cls(Moment(data["moment"]), str(data["scope"]), int(data["position"]))
+                return cls(**{**data, "moment": Moment(data["moment"])})
             except (ValueError, KeyError, TypeError) as err:
                 raise CrashPointError(f"not a crash site: {text!r} ({err})") from None
         return cls.of(CrashPoint.parse(text))
 
     @classmethod
     def of(cls, point: CrashPoint) -> CrashSite:
-        if point.position is None or point.moment is Moment.RESET or point.repeat > 1:
-            raise CrashPointError(f"{point}: a worker crashes itself at a position, e.g. 3")
+        if point.moment is Moment.RESET or point.repeat > 1:
+            raise CrashPointError(
+                f"{point}: one worker crashes itself once, after an effect or a checkpoint"
+            )
+        if point.position is None:
+            return cls(point.moment, ROOT_SCOPE, activity=point.activity,
+                       occurrence=point.occurrence)  # fmt: skip
         return cls(point.moment, ROOT_SCOPE, point.position)
+
+    def names(self, stamp: Stamp) -> bool:
+        """Whether this site is the boundary `stamp`."""
+        if self.scope != stamp.scope:
+            return False
+        if self.activity is not None:
+            return (self.activity, self.occurrence) == (stamp.activity, stamp.occurrence)
+        return self.position == stamp.position
 
     def __str__(self) -> str:
         where = "" if self.scope == ROOT_SCOPE else f"{self.scope}:"
-        return f"{self.moment.value}:{where}{self.position}"
+        if self.activity is None:
+            return f"{self.moment.value}:{where}{self.position}"
+        suffix = f"#{self.occurrence}" if self.occurrence > 1 else ""
+        return f"{self.moment.value}:{where}{self.activity}{suffix}"
 
 
 def encode(data: dict[str, Any]) -> Payload:
@@ -152,6 +170,7 @@ class _StampingOutbound(worker.WorkflowOutboundInterceptor):
         super().__init__(next)
         self._crash = crash
         self._scheduled = 0
+        self._types: Counter[str] = Counter()
         self._children: Counter[str] = Counter()
         self._where: tuple[str, str] | None = None
         self._armed_at: int | None = None  # history length when an armed local activity resolved
@@ -165,15 +184,13 @@ class _StampingOutbound(worker.WorkflowOutboundInterceptor):
             )
         return self._where
 
-    def _targets(self, position: int, moment: Moment) -> bool:
+    def _targets(self, stamp: Stamp, moment: Moment) -> bool:
         site = self._crash.site
-        root, scope = self._context()
         return (
             site is not None
             and site.moment is moment
-            and site.scope == scope
-            and site.position == position
-            and self._crash.workflow_id in (None, root)
+            and site.names(stamp)
+            and self._crash.workflow_id in (None, stamp.root)
         )
 
     def _kill_if_a_later_task(self, what: str) -> None:
@@ -189,14 +206,16 @@ class _StampingOutbound(worker.WorkflowOutboundInterceptor):
         self._kill_if_a_later_task(f"schedules {activity_type}")
         root, scope = self._context()
         self._scheduled += 1
+        self._types[activity_type] += 1
         # An activity's first attempt starts only once the workflow task that scheduled it (and
         # recorded the armed local activity's marker) completed; a local activity runs inside
         # the task, so it proves nothing.
         kill_on_start = self._armed_at is not None and not local
-        return Stamp(root, scope, self._scheduled, activity_type, local, kill_on_start)
+        return Stamp(root, scope, self._scheduled, activity_type, local, kill_on_start,
+                     self._types[activity_type])  # fmt: skip
 
     def _watch(self, handle: asyncio.Task[Any], stamp: Stamp) -> None:
-        if not self._targets(stamp.position, Moment.AFTER_CHECKPOINT):
+        if not self._targets(stamp, Moment.AFTER_CHECKPOINT):
             return
 
         def resolved(task: asyncio.Task[Any]) -> None:
@@ -263,11 +282,7 @@ class _CrashingActivity(worker.ActivityInboundInterceptor):
             result = await super().execute_activity(input)
         finally:
             self.crash.running.pop(key, None)
-        if (
-            site.moment is Moment.AFTER_EFFECT
-            and site.scope == stamp.scope
-            and site.position == stamp.position
-        ):
+        if site.moment is Moment.AFTER_EFFECT and site.names(stamp):
             self.crash.kill(site, f"{stamp.label()} returned; its completion is not yet recorded")
         return result
 
@@ -303,48 +318,3 @@ class CrashInterceptor(client.Interceptor, worker.Interceptor):
                 super().init(_StampingOutbound(outbound, crash))
 
         return _StampingInbound
-
-
-class PauseInterceptor(client.Interceptor, worker.Interceptor):
-    """Pause a random `low_s`..`high_s` before every activity and again after it returns (before
-    its completion is reported), and log each activity's start and end.
-
-    The pauses widen the windows that random kills land in: between an effect and the server
-    hearing of it, where only an idempotency key prevents a repeat. The log says what a killed
-    worker held: the activities it started and had not finished (`activity started` lines
-    without their `activity ended` line)."""
-
-    def __init__(self, low_s: float, high_s: float, rng: random.Random | None = None) -> None:
-        self.low_s = low_s
-        self.high_s = high_s
-        self.rng = rng or random.Random()
-
-    def intercept_activity(
-        self, next: worker.ActivityInboundInterceptor
-    ) -> worker.ActivityInboundInterceptor:
-        return _PausingActivity(next, self)
-
-    async def pause(self) -> None:
-        await asyncio.sleep(self.rng.uniform(self.low_s, self.high_s))
-
-
-class _PausingActivity(worker.ActivityInboundInterceptor):
-    def __init__(self, next: worker.ActivityInboundInterceptor, pauses: PauseInterceptor) -> None:
-        super().__init__(next)
-        self.pauses = pauses
-
-    async def execute_activity(self, input: worker.ExecuteActivityInput) -> Any:
-        info = activity.info()
-        if info.is_local:
-            return await super().execute_activity(input)
-        where = f"{info.workflow_id} {info.activity_id} {info.activity_type} attempt {info.attempt}"
-        log.info("activity started: %s", where)
-        outcome = "failed"
-        try:
-            await self.pauses.pause()
-            result = await super().execute_activity(input)
-            await self.pauses.pause()
-            outcome = "returned"
-            return result
-        finally:
-            log.info("activity ended (%s): %s", outcome, where)

@@ -19,7 +19,7 @@ class Processes:
     def __init__(self, log_dir: Path, base_env: Mapping[str, str], cwd: Path | None = None) -> None:
         self.log_dir = log_dir
         self.cwd = cwd  # None: the caller's working directory
-        self.base_env = {k: v for k, v in base_env.items() if k != "CRASH_AT"}
+        self.base_env = dict(base_env)
         self.running: dict[int, asyncio.subprocess.Process] = {}
         log_dir.mkdir(parents=True, exist_ok=True)
 
@@ -30,7 +30,7 @@ class Processes:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
-                "crashtest.processes",
+                "temporal_crashtest.processes",
                 str(os.getpid()),
                 *args,
                 cwd=self.cwd,

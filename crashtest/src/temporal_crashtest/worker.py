@@ -1,4 +1,4 @@
-"""`python -m crashtest.worker --worker MODULE:FACTORY --task-queue Q [--crash-at POINT]`
+"""`python -m temporal_crashtest.worker --worker MODULE:FACTORY --task-queue Q [--crash-at POINT]`
 
 Runs the user's worker, built by their own `FACTORY(client, task_queue) -> Worker` on a client
 that carries crashtest's interceptor: it stamps every boundary, and SIGKILLs the process at
@@ -18,12 +18,18 @@ import sys
 
 from temporalio.worker import Worker
 
-from crashtest.connect import ServerUnreachable, connect
-from crashtest.exits import EXIT_BAD_INPUT, exit_now
-from crashtest.interceptor import CrashInterceptor, CrashSite
-from crashtest.loading import LoadError, call, load_callable, load_data_converter
-from crashtest.points import CrashPointError
-from crashtest.processes import die_with_parent
+from temporal_crashtest.connect import ServerUnreachable, connect
+from temporal_crashtest.exits import EXIT_BAD_INPUT, exit_now
+from temporal_crashtest.interceptor import CrashInterceptor, CrashSite
+from temporal_crashtest.loading import (
+    LoadError,
+    call,
+    load_callable,
+    load_data_converter,
+    load_plugins,
+)
+from temporal_crashtest.points import CrashPointError
+from temporal_crashtest.processes import die_with_parent
 
 PARENT_PID_ENV = "CRASHTEST_PARENT_PID"
 # Printed once the worker polls its task queue; the runner waits for it before it judges a queue
@@ -32,12 +38,16 @@ READY = "crashtest worker ready:"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m crashtest.worker", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m temporal_crashtest.worker", description=__doc__
+    )
     parser.add_argument("--worker", required=True, help="MODULE:FACTORY")
     parser.add_argument("--task-queue", required=True)
     parser.add_argument("--address", default=os.environ.get("TEMPORAL_ADDRESS", "127.0.0.1:7233"))
     parser.add_argument("--namespace", default="default")
     parser.add_argument("--data-converter", help="MODULE:NAME of a temporalio DataConverter")
+    parser.add_argument("--plugin", action="append", default=[],
+                        help="MODULE:NAME of a temporalio client Plugin (repeatable)")  # fmt: skip
     parser.add_argument("--crash-at", help="after-effect:N, after-checkpoint:N or a CrashSite JSON")
     parser.add_argument("--workflow-id", help="crash only in this workflow")
     return parser.parse_args(argv)
@@ -52,6 +62,7 @@ async def serve(args: argparse.Namespace) -> int:
         namespace=args.namespace,
         data_converter=converter,
         interceptors=[CrashInterceptor(point, args.workflow_id)],
+        plugins=load_plugins(args.plugin),
     )
     worker = await call(factory, client, args.task_queue)
     if not isinstance(worker, Worker):

@@ -3,12 +3,13 @@ named in labels, and how a crash point the user writes finds its boundary."""
 
 from __future__ import annotations
 
-import pytest
+import re
 
-from crashtest.history import Boundary, Tree, scope_names
-from crashtest.interceptor import CrashSite
-from crashtest.points import CrashPointError, Moment
-from crashtest.runner import Reference
+import pytest
+from temporal_crashtest.history import Boundary, Tree, scope_names
+from temporal_crashtest.interceptor import CrashSite
+from temporal_crashtest.points import CrashPoint, CrashPointError, Moment
+from temporal_crashtest.runner import Reference
 
 
 def test_scopes_are_named_by_their_place_in_the_tree() -> None:
@@ -72,3 +73,26 @@ def test_every_point_and_what_is_left_untested() -> None:
     assert [u.boundary for u in untested] == [
         "run 1: charge (local)", "run 1: Child/charge", "run 2: charge (local)",
     ]  # fmt: skip
+
+
+def test_crash_points_are_parsed() -> None:
+    assert CrashPoint.parse("after-effect:3") == CrashPoint(Moment.AFTER_EFFECT, position=3)
+    assert str(CrashPoint.parse("after-checkpoint:charge#2")) == "after-checkpoint:charge#2"
+    assert str(CrashPoint.parse("reset:2")) == "reset:2"
+    # Names as agent frameworks spell them, labels with spaces, and repeats.
+    point = CrashPoint.parse("after-effect:agent__mcp_server__call_tool<place_order>#2*2")
+    assert (point.activity, point.occurrence, point.repeat) == (
+        "agent__mcp_server__call_tool<place_order>", 2, 2)  # fmt: skip
+    assert CrashPoint.parse("after-checkpoint:run 2: notify").text == "run 2: notify"
+    for text, message in [
+        ("after-lunch:1", "expected after-effect:N, after-checkpoint:N or reset:N"),
+        ("after-effect:0", "positions start at 1"),
+        ("after-effect:1*9", "*K crashes 1 to 5 times"),
+        ("reset:1*2", "a reset is not repeated"),
+    ]:
+        with pytest.raises(CrashPointError, match=re.escape(message)):
+            CrashPoint.parse(text)
+    # A worker crashing on its own (no history to read labels from): a position or a type.
+    assert str(CrashSite.parse("after-effect:place_order")) == "after-effect:place_order"
+    with pytest.raises(CrashPointError, match="one worker crashes itself once"):
+        CrashSite.parse("after-effect:3*2")

@@ -24,8 +24,14 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowHandle, WorkflowHistory
 
-from crashtest.interceptor import ROOT_SCOPE, SCOPE_HEADER, STAMP_HEADER, decode_scope, decode_stamp
-from crashtest.report import Untested
+from temporal_crashtest.interceptor import (
+    ROOT_SCOPE,
+    SCOPE_HEADER,
+    STAMP_HEADER,
+    decode_scope,
+    decode_stamp,
+)
+from temporal_crashtest.report import Untested
 
 # A worker takes a second or two to start; a workflow task unclaimed for longer than this, on a
 # task queue that no worker polls for workflows, will never be taken.
@@ -388,6 +394,17 @@ def _open_timers(history: WorkflowHistory) -> int:
     return len(opened)
 
 
+def with_likely_cause(message: str) -> str:
+    """A failure's first line, and what usually causes it when a worker cannot decode what it was
+    sent or cannot load a framework's workflow (the framework's plugin, or data converter, that
+    the crash test's clients do not have)."""
+    first = message.strip().splitlines()[0] if message.strip() else "(no message)"
+    lowered = first.lower()
+    if "decod" in lowered or "deserializ" in lowered or "failed validating workflow" in lowered:
+        first += " (a --plugin or --data-converter missing?)"
+    return first
+
+
 @dataclass(frozen=True)
 class Progress:
     """What a run that has not ended is doing: stuck (it cannot go on, and why), idle (nothing
@@ -417,12 +434,12 @@ async def progress_of(
                 if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
             ]
             if failures:
-                first = failures[-1].strip().splitlines()[0]
+                first = with_likely_cause(failures[-1])
                 return Progress(stuck=f"the workflow task fails on the worker{what}: {first}")
         for a in raw.pending_activities:
             timed_out = a.last_failure.HasField("timeout_failure_info")
             if a.attempt >= FAILING_ATTEMPTS and a.last_failure.message and not timed_out:
-                first = a.last_failure.message.strip().splitlines()[0]
+                first = with_likely_cause(a.last_failure.message)
                 return Progress(stuck=f"activity {a.activity_type.name}{what} fails on every "
                                 f"attempt (attempt {a.attempt}): {first}")  # fmt: skip
         waiting = datetime.now(UTC) - pending.scheduled_time.ToDatetime(tzinfo=UTC)

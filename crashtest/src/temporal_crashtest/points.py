@@ -15,11 +15,7 @@ Standard library only.
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import sys
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -93,67 +89,3 @@ class CrashPoint:
         return cls(
             moment, activity=named["name"], occurrence=occurrence, repeat=repeat, text=target
         )
-
-    def matches(self, position: int, activity: str, occurrence: int) -> bool:
-        """Whether this point names the activity at `position` (the `occurrence`-th `activity`)."""
-        if self.position is not None:
-            return self.position == position
-        return self.activity == activity and self.occurrence == occurrence
-
-    def resolve(
-        self, activities: Sequence[str], *, checkpoint_after_last: bool = False
-    ) -> CrashPoint:
-        """The same point by position, checked against the activity types in scheduling order:
-        for a process that crashes itself through `CRASH_AT` (a journal, a worker by hand).
-
-        `checkpoint_after_last`: whether `after-checkpoint` may name the last activity (a journal
-        records it; a Temporal worker has no next activity to crash in)."""
-        if self.moment is Moment.RESET or self.repeat > 1:
-            raise CrashPointError(
-                f"{self} is for `python -m crashtest run --points`: one process cannot reset "
-                "its own run or crash its successor"
-            )
-        last = len(activities) if checkpoint_after_last else len(activities) - 1
-        if self.position is not None:
-            position = self.position
-        else:
-            runs = [i for i, name in enumerate(activities, 1) if name == self.activity]
-            if len(runs) < self.occurrence:
-                known = ", ".join(dict.fromkeys(activities))
-                how_often = f"runs {len(runs)} time(s)" if runs else "is not an activity"
-                raise CrashPointError(
-                    f"unknown crash point {str(self)!r}: {self.activity!r} {how_often} in this "
-                    f"workflow; its activities: {known}"
-                )
-            position = runs[self.occurrence - 1]
-        if self.moment is Moment.AFTER_EFFECT and not 1 <= position <= len(activities):
-            raise CrashPointError(
-                f"unknown crash point {str(self)!r}; valid: {valid_points(activities, last)}"
-            )
-        if self.moment is Moment.AFTER_CHECKPOINT and not 1 <= position <= last:
-            if position == len(activities) and last == len(activities) - 1:
-                raise CrashPointError(f"{self} has no next activity to crash in; use 1..{last}")
-            raise CrashPointError(
-                f"unknown crash point {str(self)!r}; valid: {valid_points(activities, last)}"
-            )
-        return CrashPoint(self.moment, position=position)
-
-
-def valid_points(activities: Sequence[str], last_checkpoint: int) -> str:
-    effect = f"{Moment.AFTER_EFFECT.value}:1..{len(activities)}"
-    if last_checkpoint < 1:
-        return f"{effect} (or an activity name)"
-    return f"{effect}, {Moment.AFTER_CHECKPOINT.value}:1..{last_checkpoint} (or an activity name)"
-
-
-def parse_and_resolve(
-    text: str, activities: Sequence[str], *, checkpoint_after_last: bool = False
-) -> CrashPoint:
-    return CrashPoint.parse(text).resolve(activities, checkpoint_after_last=checkpoint_after_last)
-
-
-def crash_now(point: object, where: str = "") -> None:
-    """SIGKILL this process: no cleanup, no finally blocks, no atexit. A real crash."""
-    detail = f" ({where})" if where else ""
-    print(f"CRASH {point}{detail}: SIGKILL pid {os.getpid()}", file=sys.stderr, flush=True)
-    os.kill(os.getpid(), signal.SIGKILL)

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
+from temporalio.client import Plugin
 from temporalio.converter import DataConverter
 
 T = TypeVar("T")
@@ -53,6 +54,30 @@ def load_data_converter(reference: str | None) -> DataConverter:
     if not isinstance(value, DataConverter):
         raise LoadError(f"--data-converter {reference!r} is not a temporalio DataConverter")
     return value
+
+
+def load_plugins(references: Sequence[str]) -> list[Plugin]:
+    """`--plugin MODULE:NAME`, each a `temporalio.client.Plugin`, or a function (or a plugin
+    class) returning one or a list of them, called with no arguments."""
+    plugins: list[Plugin] = []
+    for reference in references:
+        value = load(reference, "--plugin")
+        if not isinstance(value, Plugin) and callable(value):
+            try:
+                value = value()
+            except Exception as err:  # the user's function may fail in any way
+                raise LoadError(
+                    f"--plugin {reference!r} raised {type(err).__name__}: {err}"
+                ) from None
+        found = value if isinstance(value, list | tuple) else [value]
+        for plugin in found:
+            if not isinstance(plugin, Plugin):
+                raise LoadError(
+                    f"--plugin {reference!r} is a {type(plugin).__name__}, not a "
+                    "temporalio.client.Plugin (or a function returning one or a list)"
+                )
+            plugins.append(plugin)
+    return plugins
 
 
 def workflow_type(reference: str) -> str:

@@ -6,11 +6,12 @@
 
 It fails with the boundaries whose final state differs from a run that never crashed, and how.
 `worker`, `workflow` and `observe` are module-level functions or classes (or "MODULE:NAME"
-strings): the crash test runs `python -m crashtest run` in a process of its own, which loads them
-by name, so the test process never holds a Temporal client. The marker sets options for a test:
-`@pytest.mark.crashtest(jobs=4, points="after-effect:2", deadline_s=60)`. `drive=` (a module-level
-function given the workflow handle) sends the signals and updates the run waits for; `expect=`
-(JSON) is the state a run without a crash must reach, so a reference that already differs fails.
+strings): the crash test runs `python -m temporal_crashtest run` in a process of its own, which
+loads them by name, so the test process never holds a Temporal client. The marker sets options for
+a test: `@pytest.mark.crashtest(jobs=4, points="after-effect:2", deadline_s=60)`. `drive=` (a
+module-level function given the workflow handle) sends the signals and updates the run waits for;
+`expect=` (JSON) is the state a run without a crash must reach, so a reference that already differs
+fails.
 
 Registered through the `pytest11` entry point, and inert unless a test uses `crash_test`.
 """
@@ -28,13 +29,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
-from crashtest.exits import EXIT_ALL_MATCH, EXIT_SOME_DIFFER
+from temporal_crashtest.exits import EXIT_ALL_MATCH, EXIT_SOME_DIFFER
 
 if TYPE_CHECKING:
-    from crashtest.report import Report
+    from temporal_crashtest.report import Report
 
 MARKER = "crashtest"
-OPTIONS = ("points", "jobs", "deadline_s", "data_converter", "address", "env", "repeat")
+OPTIONS = ("points", "jobs", "deadline_s", "data_converter", "address", "env", "repeat", "plugins")
 
 
 class CrashTest(Protocol):
@@ -49,6 +50,7 @@ class CrashTest(Protocol):
         expect: Any = None,
         points: str | Iterable[str] | None = None,
         repeat: int | None = None,
+        plugins: Iterable[Callable[..., Any] | object | str] | None = None,
         jobs: int | None = None,
         deadline_s: float | None = None,
         data_converter: str | None = None,
@@ -69,10 +71,13 @@ def pytest_configure(config: pytest.Config) -> None:
 def _command(
     worker: str, workflow: str, input: Any, observe: str, out: Path, options: dict[str, Any]
 ) -> list[str]:
-    cmd = [sys.executable, "-m", "crashtest", "run", "--worker", worker, "--workflow", workflow]
+    cmd = [sys.executable, "-m", "temporal_crashtest", "run", "--worker", worker]
+    cmd += ["--workflow", workflow]
     cmd += ["--input", json.dumps(input), "--observe", observe, "--json", str(out)]
     if "expect" in options:
         cmd += ["--expect", json.dumps(options["expect"])]
+    for plugin in options.get("plugins") or ():
+        cmd += ["--plugin", plugin]
     points = options.get("points")
     if points is not None:
         cmd += ["--points", points if isinstance(points, str) else ",".join(points)]
@@ -94,8 +99,9 @@ def crash_test(request: pytest.FixtureRequest) -> CrashTest:
     """`crash_test(worker=..., workflow=..., input=..., observe=...)`: crash the workflow at every
     activity boundary; fail the test, naming the boundaries, unless every one ends in the
     no-crash state. Returns the report (`expect_all_match=False` returns it without failing)."""
-    from crashtest.loading import reference_to  # imported only by a test that uses crash_test
-    from crashtest.report import Report
+    # Imported only by a test that uses crash_test.
+    from temporal_crashtest.loading import reference_to
+    from temporal_crashtest.report import Report
 
     marker = request.node.get_closest_marker(MARKER)
     defaults = dict(marker.kwargs) if marker else {}
@@ -118,6 +124,8 @@ def crash_test(request: pytest.FixtureRequest) -> CrashTest:
             options["expect"] = given["expect"]  # None is a value one may expect
         if drive is not None:
             options["drive"] = reference_to(drive, "drive")
+        if options.get("plugins"):
+            options["plugins"] = [reference_to(p, "plugins") for p in options["plugins"]]
         with tempfile.TemporaryDirectory(prefix="crashtest-") as folder:
             out = Path(folder) / "report.json"
             cmd = _command(

@@ -1,0 +1,135 @@
+"""`python -m temporal_crashtest run` and its pytest plugin on apps that know nothing of any
+project: a notes app whose effect is a line in a file, and a workflow that replays differently.
+Workers are SIGKILLed for real."""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import APPS
+from temporal_crashtest.devserver import DYNAMIC_CONFIG, PrivateDevServer, listening
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "temporal_crashtest"
+NOTES = ["--worker", "notes_app:build", "--workflow", "notes_app:NotesWorkflow",
+         "--input", '["milk", "eggs"]', "--observe", "notes_app:notes_of"]  # fmt: skip
+
+
+def crashtest(
+    args: list[str], env: dict[str, str], cwd: Path, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "temporal_crashtest", "run", *args],
+        env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+def last_line(done: subprocess.CompletedProcess[str]) -> str:
+    return done.stderr.strip().splitlines()[-1]
+
+
+def test_unkeyed_notes_are_caught_and_bad_input_is_one_line(
+    app_env: dict[str, str], tmp_path: Path
+) -> None:
+    done = crashtest([*NOTES, "--json", str(tmp_path / "r.json")], app_env, tmp_path)
+    assert done.returncode == 1, done.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    failing = {c["crash_at"] for c in report["cells"] if not c["matches"]}
+    assert failing == {"after-effect:1", "after-effect:2"}
+    assert report["activities"] == ["write_note#1 (milk)", "write_note#2 (eggs)"]
+
+    for change, message in [
+        (["--points", "after-lunch:1"], "unknown crash point 'after-lunch:1'"),
+        (["--input", "{milk"], "--input is not JSON"),
+        (["--expect", "@nowhere.json"], "--expect @nowhere.json: cannot read it"),
+        (["--drive", "notes_app:nothing"], "'notes_app' has no 'nothing'"),
+    ]:
+        args = list(NOTES)
+        if change[0] in args:
+            args[args.index(change[0]) + 1] = change[1]
+        else:
+            args += change
+        done = crashtest(args, app_env, tmp_path, timeout=60)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert last_line(done).startswith("crashtest: error: ") and message in last_line(done)
+
+    # A worker crashed by hand: a bad point is one line; a good one names the boundary it hit.
+    worker = [sys.executable, "-m", "temporal_crashtest.worker", "--worker", "notes_app:build",
+              "--task-queue", "by-hand"]  # fmt: skip
+    done = subprocess.run([*worker, "--crash-at", "reset:1"], env=app_env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "one worker crashes itself once" in last_line(done)
+
+
+def test_a_stuck_workflow_task_ends_the_cell_at_once(
+    app_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Temporal waits for a worker, or retries a failing workflow task, forever; crashtest says
+    why in seconds instead of waiting out its deadline."""
+    args = ["--workflow", "replays:ReplaysDifferently", "--input", json.dumps(str(tmp_path)),
+            "--observe", "replays:observe"]  # fmt: skip
+    # A worker with no workflows never polls for them: the reference run cannot start.
+    done = crashtest(["--worker", "replays:build_without_it", *args], app_env, tmp_path, 60)
+    assert done.returncode == 2, done.stderr
+    assert "does the factory's Worker register the workflow ReplaysDifferently" in last_line(done)
+
+    # Code that replays differently after the crash: the fresh worker's replay fails.
+    done = crashtest(["--worker", "replays:build", *args, "--points", "after-effect:1"],
+                     app_env, tmp_path, 60)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "Nondeterminism error" in done.stdout
+
+
+def test_pytest_plugin(pytester: pytest.Pytester, app_env: dict[str, str],
+                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    for name in ("TEMPORAL_ADDRESS", "NOTES_DIR"):
+        monkeypatch.setenv(name, app_env[name])
+    monkeypatch.setenv("NOTES_DIR", str(pytester.path))
+    shutil.copy(APPS / "notes_app.py", pytester.path)
+    shutil.copy(APPS / "pytester_notes.py", pytester.path / "test_notes.py")
+    shutil.copy(APPS / "pytester_plain.py", pytester.path / "test_plain.py")
+    pytester.makeini("[pytest]\n")
+    # Installed, the plugin is inert: a session that does not use it loads no Temporal code.
+    pytester.runpytest_subprocess("-p", "no:asyncio", "test_plain.py").assert_outcomes(passed=1)
+
+    result = pytester.runpytest_subprocess("-p", "no:asyncio", "test_notes.py", timeout=240)
+    result.assert_outcomes(passed=2, failed=1)
+    # The failure names the boundaries that wrote a note twice, and says what differs.
+    result.stdout.fnmatch_lines([
+        "*NotesWorkflow: 2 of 3 crash points do not end in the no-crash state*",
+        "*after-effect:1 (write_note#1 (milk)): the observed value: 2 → 3 entries*",
+        "*after-effect:2 (write_note#2 (eggs)): the observed value: 2 → 3 entries*",
+    ])  # fmt: skip
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_a_private_dev_server_is_tuned_and_stopped(tmp_path: Path) -> None:
+    server = PrivateDevServer(tmp_path / "server.log")
+    try:
+        host, port = server.start().split(":")
+        assert listening(host, int(port))
+        assert server.proc is not None
+        args = " ".join(map(str, server.proc.args))  # type: ignore[arg-type]
+        assert all(f"{key}={value}" in args for key, value in DYNAMIC_CONFIG.items())
+    finally:
+        server.stop()
+    assert not listening(host, int(port))
+
+
+def test_the_tool_depends_on_temporalio_and_the_standard_library_only() -> None:
+    allowed = {*sys.stdlib_module_names, "temporalio", "temporal_crashtest", "pytest"}
+    for path in SRC.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            assert {n.split(".")[0] for n in names} <= allowed, (path, names)

@@ -1,0 +1,42 @@
+"""What the framework agents' tools and models do to the world: rows in the examples' ledger.
+
+A tool's effect is keyed like our agent's, from the activity it runs in
+(`{workflow_id}:{activity_id}`), or not at all. A model call is recorded too (`model call N`),
+never keyed: a provider takes no idempotency key, so a crash after the model activity returned
+and before Temporal recorded it pays for the call again. `effects_of` leaves the model calls out
+(what the tools did); `effects_and_model_calls_of` shows them.
+"""
+
+from __future__ import annotations
+
+from temporalio import activity
+
+from examples.shapes.ledger import effects_of as ledger_of
+from examples.shapes.ledger import workflow_key
+from infra.db import connect, database_url
+
+MODEL_CALL = "model call"
+
+
+async def take(what: str, *, keyed: bool) -> None:
+    """Record an effect of the activity this runs in (a tool, a model call)."""
+    key = workflow_key() if keyed else None
+    async with await connect(database_url()) as conn:
+        await conn.execute(
+            "insert into example_effects (workflow_id, what, idempotency_key) values (%s, %s, %s)"
+            " on conflict (idempotency_key) do nothing",
+            (activity.info().workflow_id, what, key),
+        )
+
+
+async def effects_of(workflow_id: str) -> dict[str, list[str]]:
+    """crashtest's OBSERVE: what the tools did (the model calls left out), sorted: the model asks
+    for tools together and the framework runs them at once, in no fixed order."""
+    effects = (await ledger_of(workflow_id))["effects"]
+    return {"effects": sorted(e for e in effects if not e.startswith(MODEL_CALL))}
+
+
+async def effects_and_model_calls_of(workflow_id: str) -> dict[str, object]:
+    """crashtest's OBSERVE with the model calls counted: the window no key closes."""
+    calls = sum(1 for e in (await ledger_of(workflow_id))["effects"] if e.startswith(MODEL_CALL))
+    return {**(await effects_of(workflow_id)), "model_calls": calls}

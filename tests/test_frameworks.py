@@ -1,0 +1,78 @@
+"""crashtest on agents built with the agent frameworks' Temporal integrations, through their own
+client plugins (`--plugin`): a pydantic-ai agent and an OpenAI Agents SDK agent, each placing an
+order and sending a message with tools the model asks for together (run as parallel
+activities). Unkeyed tools are caught at exactly the tool-call cells, keyed ones are clean, and a
+crash after a model activity returned pays for the model call again in both."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.helpers import CrashtestRun, child_env, crashtest_runs, failing
+
+PYDANTIC_AI = "pydantic_ai.durable_exec.temporal:PydanticAIPlugin"
+OPENAI_AGENTS = "examples.frameworks.openai_agents_agent:plugin"
+TOOLS = {"effects": ["message to sam: 2 x milk ordered", "order 2 x milk"]}
+
+
+def agent(module: str, plugin: str, keyed: bool, *more: str) -> list[str]:
+    variant = "keyed" if keyed else "unkeyed"
+    return [
+        "--plugin", plugin,
+        "--worker", f"examples.frameworks.{module}:{variant}_worker",
+        "--workflow", f"examples.frameworks.{module}:{variant.capitalize()}OrderAgent",
+        "--input", '"milk"', "--jobs", "4",
+        "--observe", "examples.frameworks.effects:effects_of", *more,
+    ]  # fmt: skip
+
+
+# The model activities are the first and the last boundary; the observer that counts them.
+MODEL_CALLS = ["--observe", "examples.frameworks.effects:effects_and_model_calls_of",
+               "--points", "after-effect:1,after-effect:4"]  # fmt: skip
+FRAMEWORKS = {
+    "pydantic-ai": ("pydantic_ai_agent", PYDANTIC_AI),
+    "openai-agents": ("openai_agents_agent", OPENAI_AGENTS),
+}
+RUNS = {
+    run: args
+    for name, (module, plugin) in FRAMEWORKS.items()
+    for run, args in [
+        (f"{name}-keyed", agent(module, plugin, True)),
+        (f"{name}-unkeyed", agent(module, plugin, False)),
+        (f"{name}-keyed-model", agent(module, plugin, True, *MODEL_CALLS)),
+    ]
+}
+
+
+def labels(run: CrashtestRun) -> list[str]:
+    return list(run[1]["activities"])
+
+
+def test_agent_frameworks_tools_and_model_calls(
+    db_url: str, temporal_address: str, tmp_path: Path
+) -> None:
+    env = child_env(db_url, TEMPORAL_ADDRESS=temporal_address)
+    results = crashtest_runs({name: (args, {}) for name, args in RUNS.items()}, env, tmp_path)
+    for framework, model, order, tell in [
+        ("pydantic-ai", "agent__keyed_grocer__model_request",
+         "agent__keyed_grocer__toolset__<agent>__call_tool#1 (place_order milk)",
+         "agent__keyed_grocer__toolset__<agent>__call_tool#2 (send_message sam)"),
+        ("openai-agents", "invoke_model_activity", "place_order", "send_message"),
+    ]:  # fmt: skip
+        done, report = results[f"{framework}-keyed"]
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert labels(results[f"{framework}-keyed"]) == [f"{model}#1", order, tell, f"{model}#2"]
+        assert report["reference"] == TOOLS and not failing(report) and report["untested"] == []
+
+        done, report = results[f"{framework}-unkeyed"]
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert failing(report) == {"after-effect:2", "after-effect:3"}  # the two tool calls
+        # The tools ran together: killed after the order, the message was in flight.
+        by_point = {c["crash_at"]: c for c in report["cells"]}
+        assert by_point["after-effect:2"]["diff"] in ("effects: 2 → 3 entries",
+                                                      "effects: 2 → 4 entries")  # fmt: skip
+
+        # Keyed tools, but a model call recorded before the crash is paid for again.
+        done, report = results[f"{framework}-keyed-model"]
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert {c["diff"] for c in report["cells"]} == {"model_calls: 2 → 3"}
