@@ -22,6 +22,17 @@ from infra.db import connect_sync, database_url, ensure_schema_sync
 from tests.helpers import ROOT, WorkerProcess, child_env
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """With `-n N` (pytest-xdist), start Postgres and the Temporal dev server once, here in the
+    controller, before the workers' sessions would each try to start them at once."""
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        from infra.temporal_server import temporal_address as address
+
+        with connect_sync(database_url()) as conn:
+            ensure_schema_sync(conn)
+        address()
+
+
 @pytest.fixture(scope="session")
 def db_url() -> str:
     url = database_url()

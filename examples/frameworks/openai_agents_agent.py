@@ -96,32 +96,38 @@ def plugin() -> OpenAIAgentsPlugin:
     )
 
 
+async def _order(item: str, quantity: int, *, keyed: bool) -> str:
+    await take(f"order {quantity} x {item}", keyed=keyed)
+    return f"ordered {quantity} x {item}"
+
+
+async def _message(to: str, text: str, *, keyed: bool) -> str:
+    await take(f"message to {to}: {text}", keyed=keyed)
+    return f"told {to}"
+
+
 @activity.defn
 async def place_order(item: str, quantity: int) -> str:
     """Order `quantity` of `item` (keyed by the activity, as our agent's order is)."""
-    await take(f"order {quantity} x {item}", keyed=True)
-    return f"ordered {quantity} x {item}"
+    return await _order(item, quantity, keyed=True)
 
 
 @activity.defn
 async def send_message(to: str, text: str) -> str:
     """Send `text` to `to` (keyed)."""
-    await take(f"message to {to}: {text}", keyed=True)
-    return f"told {to}"
+    return await _message(to, text, keyed=True)
 
 
 @activity.defn
 async def place_order_unkeyed(item: str, quantity: int) -> str:
     """Order `quantity` of `item`, with no key."""
-    await take(f"order {quantity} x {item}", keyed=False)
-    return f"ordered {quantity} x {item}"
+    return await _order(item, quantity, keyed=False)
 
 
 @activity.defn
 async def send_message_unkeyed(to: str, text: str) -> str:
     """Send `text` to `to`, with no key."""
-    await take(f"message to {to}: {text}", keyed=False)
-    return f"told {to}"
+    return await _message(to, text, keyed=False)
 
 
 async def _run(item: str, tools: list[Any]) -> str:

@@ -7,9 +7,6 @@ the charge is taken again; keys made of the workflow id find the first one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from temporalio import activity, workflow
 from temporalio.client import Client
 from temporalio.worker import Worker
@@ -17,10 +14,9 @@ from temporalio.worker import Worker
 # The activities' side (Postgres, the project's settings) is not workflow code: the sandbox
 # passes it through instead of importing it again for every run.
 with workflow.unsafe.imports_passed_through():
-    from psycopg_pool import AsyncConnectionPool
-
     from examples.shapes.build import OPTIONS, shape_worker
-    from examples.shapes.ledger import record, workflow_key
+    from examples.shapes.charges import ChargeActivities
+    from examples.shapes.ledger import workflow_key
 
 
 def run_key() -> str:
@@ -28,40 +24,29 @@ def run_key() -> str:
     return f"{info.workflow_run_id}:{info.activity_id}"
 
 
-class ResetActivities:
-    def __init__(self, pool: AsyncConnectionPool, key: Callable[[], str]) -> None:
-        self.pool = pool
-        self.key = key
-
-    @activity.defn
-    async def charge(self, invoice: str) -> None:
-        await record(self.pool, f"charge {invoice}", self.key())
-
-    @activity.defn
-    async def send_receipt(self, invoice: str) -> None:
-        await record(self.pool, f"receipt for {invoice}", self.key())
-
-    def all(self) -> list[Callable[..., Any]]:
-        return [self.charge, self.send_receipt]
-
-
 @workflow.defn
 class ChargeAndReceipt:
     @workflow.run
     async def run(self, invoice: str) -> None:
-        await workflow.execute_activity_method(ResetActivities.charge, invoice, **OPTIONS)
-        await workflow.execute_activity_method(ResetActivities.send_receipt, invoice, **OPTIONS)
+        await workflow.execute_activity_method(ChargeActivities.charge, invoice, **OPTIONS)
+        await workflow.execute_activity_method(ChargeActivities.send_receipt, invoice, **OPTIONS)
 
 
 async def keyed_worker(client: Client, task_queue: str) -> Worker:
     """Workflow-id keys: a reset finds the effects of the run it replaced."""
     return await shape_worker(
-        client, task_queue, [ChargeAndReceipt], lambda p: ResetActivities(p, workflow_key).all()
+        client,
+        task_queue,
+        [ChargeAndReceipt],
+        lambda p: ChargeActivities(p, charge_key=workflow_key, receipt_key=workflow_key).all(),
     )
 
 
 async def run_keyed_worker(client: Client, task_queue: str) -> Worker:
     """Run-id keys: new after a reset, so everything after the reset point happens again."""
     return await shape_worker(
-        client, task_queue, [ChargeAndReceipt], lambda p: ResetActivities(p, run_key).all()
+        client,
+        task_queue,
+        [ChargeAndReceipt],
+        lambda p: ChargeActivities(p, charge_key=run_key, receipt_key=run_key).all(),
     )

@@ -2,8 +2,8 @@
 
     python -m temporal_crashtest run --worker MODULE:FACTORY --workflow MODULE:CLASS --input JSON \\
         --observe MODULE:FUNC [--drive MODULE:FUNC] [--expect JSON|@FILE] [--points LIST] \\
-        [--repeat N] [--json PATH] [--markdown PATH] [--jobs N] [--data-converter MODULE:NAME] \\
-        [--address HOST:PORT] [--deadline-s S] [--logs DIR]
+        [--repeat N] [--plugin MODULE:NAME]... [--data-converter MODULE:NAME] [--json PATH] \\
+        [--markdown PATH] [--jobs N] [--address HOST:PORT] [--deadline-s S] [--logs DIR]
 
 FACTORY(client, task_queue) -> Worker builds your worker on the client it is given (which
 carries crashtest's interceptor). OBSERVE(workflow_id) -> JSON returns your view of a run's final

@@ -20,7 +20,10 @@ def exit_now(code: int) -> NoReturn:
     aborts the process ("Fatal Python error: PyGILState_Release ... finalizing", SIGABRT;
     temporalio/sdk-python issue #300). So: run the exit handlers, flush, and `os._exit`.
     """
-    atexit._run_exitfuncs()
+    # `_run_exitfuncs` is CPython's (3.11-3.13 tested); without it the handlers are skipped.
+    run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
+    if run_exit_handlers is not None:
+        run_exit_handlers()
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()

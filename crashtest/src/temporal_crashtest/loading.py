@@ -84,13 +84,24 @@ def workflow_type(reference: str) -> str:
     """The workflow type name of MODULE:CLASS (a @workflow.defn class), or a bare type name."""
     if ":" not in reference:
         return reference
-    from temporalio.workflow import _Definition  # no public API names a class's workflow type
-
     cls = load(reference, "--workflow")
-    definition = _Definition.from_class(cls) if isinstance(cls, type) else None
-    if definition is None or definition.name is None:
+    name = _workflow_name(cls) if isinstance(cls, type) else None
+    if name is None:
         raise LoadError(f"--workflow {reference!r} is not a @workflow.defn class")
-    return definition.name
+    return name
+
+
+def _workflow_name(cls: type) -> str | None:
+    """The workflow type `@workflow.defn` gave a class. No public API names it: the SDK's private
+    definition (temporalio 1.35 to 2, pinned in pyproject), else the attribute it sets."""
+    try:
+        from temporalio.workflow import _Definition
+    except ImportError:  # a later SDK that moved it: the attribute @workflow.defn sets
+        definition = cls.__dict__.get("__temporal_workflow_definition")
+    else:
+        definition = _Definition.from_class(cls)
+    name = getattr(definition, "name", None)
+    return name if isinstance(name, str) else None
 
 
 def reference_to(value: object, what: str) -> str:
