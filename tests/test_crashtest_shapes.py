@@ -124,7 +124,7 @@ def test_every_shape_keyed_and_unkeyed(db_url: str, temporal_address: str, tmp_p
     # Parallel activities: the charges still waiting at a kill die with the worker, unharmed.
     charges = ["charge#1 (i-1)", "charge#2 (i-2)", "charge#3 (i-3)", "send_receipt"]
     report = assert_clean(results["parallel-keyed"], charges)
-    assert cells(report)["after-checkpoint:1"]["in_flight"][:1] == ["charge#2 (i-2)"]
+    assert "charge#2 (i-2)" in cells(report)["after-checkpoint:1"]["in_flight"]
     every_charge = {"after-effect:1", "after-effect:2", "after-effect:3"}
     assert_caught(results["parallel-unkeyed"], every_charge, "effects: 4 → 5 entries")
 

@@ -1,6 +1,6 @@
 """Effects in parallel activities: charge every invoice at once, then send one receipt.
 
-The payment API answers the k-th charge after k-1 seconds, so a kill after one charge's effect or
+The payment API answers the k-th charge after 2(k-1) seconds, so a kill after one charge's effect or
 checkpoint finds the later ones still in flight (waiting, not yet charged): they die with the
 worker, as they would in production, and run again on the fresh one.
 """
@@ -24,7 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from examples.shapes.build import OPTIONS, answer_after, shape_worker
     from examples.shapes.ledger import record, workflow_key
 
-SPACING_S = 1.0
+SPACING_S = 2.0
 
 
 @dataclass
