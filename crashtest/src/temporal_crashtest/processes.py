@@ -7,7 +7,6 @@ import contextlib
 import os
 import signal
 import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -87,28 +86,6 @@ class Processes:
         children = list(self.running.values())
         self.kill_all()
         await asyncio.gather(*(child.wait() for child in children))
-
-
-def wait_until_gone(pids: list[int], timeout_s: float) -> bool:
-    """Whether every one of `pids` has exited within `timeout_s`: for processes that are not our
-    children (a child of ours lingers as a zombie until we wait() for it)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        alive = []
-        for pid in pids:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                continue
-            except PermissionError:  # alive, and someone else's
-                pass
-            alive.append(pid)
-        if not alive:
-            return True
-        if time.monotonic() > deadline:
-            return False
-        pids = alive
-        time.sleep(0.05)
 
 
 def die_with_parent(parent_pid: int | None) -> None:
