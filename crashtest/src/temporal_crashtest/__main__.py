@@ -70,7 +70,7 @@ def default_jobs() -> int:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m crashtest",
+        prog="python -m temporal_crashtest",
         description=__doc__.splitlines()[0] if __doc__ else None,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=__doc__.split("\n", 2)[2] if __doc__ else None,
