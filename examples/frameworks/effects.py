@@ -9,24 +9,23 @@ and before Temporal recorded it pays for the call again. `effects_of` leaves the
 
 from __future__ import annotations
 
-from temporalio import activity
-
+from examples.shapes.ledger import create_table, record_on, workflow_key
 from examples.shapes.ledger import effects_of as ledger_of
-from examples.shapes.ledger import workflow_key
 from infra.db import connect, database_url
 
 MODEL_CALL = "model call"
 
 
+async def ensure_ledger() -> None:
+    """The ledger's table, for a worker factory (the frameworks' tools open no pool)."""
+    async with await connect(database_url()) as conn:
+        await create_table(conn)
+
+
 async def take(what: str, *, keyed: bool) -> None:
     """Record an effect of the activity this runs in (a tool, a model call)."""
-    key = workflow_key() if keyed else None
     async with await connect(database_url()) as conn:
-        await conn.execute(
-            "insert into example_effects (workflow_id, what, idempotency_key) values (%s, %s, %s)"
-            " on conflict (idempotency_key) do nothing",
-            (activity.info().workflow_id, what, key),
-        )
+        await record_on(conn, what, workflow_key() if keyed else None)
 
 
 async def effects_of(workflow_id: str) -> dict[str, list[str]]:

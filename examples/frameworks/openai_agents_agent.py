@@ -36,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.openai_agents import ModelActivityParameters, OpenAIAgentsPlugin
     from temporalio.openai_agents.workflow import activity_as_tool
 
-    from examples.frameworks.effects import MODEL_CALL, take
+    from examples.frameworks.effects import MODEL_CALL, ensure_ledger, take
 
 STICKY = timedelta(seconds=1)  # a dead worker's sticky queue is given up after 1 s, not 10 s
 # Quick activities: a 2 s heartbeat timeout notices a killed worker without their heartbeating
@@ -151,13 +151,15 @@ class UnkeyedOrderAgent:
         return await _run(item, [place_order_unkeyed, send_message_unkeyed])
 
 
-def keyed_worker(client: Client, task_queue: str) -> Worker:
+async def keyed_worker(client: Client, task_queue: str) -> Worker:
+    await ensure_ledger()
     return Worker(client, task_queue=task_queue, workflows=[KeyedOrderAgent],
                   activities=[place_order, send_message],
                   sticky_queue_schedule_to_start_timeout=STICKY)  # fmt: skip
 
 
-def unkeyed_worker(client: Client, task_queue: str) -> Worker:
+async def unkeyed_worker(client: Client, task_queue: str) -> Worker:
+    await ensure_ledger()
     return Worker(client, task_queue=task_queue, workflows=[UnkeyedOrderAgent],
                   activities=[place_order_unkeyed, send_message_unkeyed],
                   sticky_queue_schedule_to_start_timeout=STICKY)  # fmt: skip

@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-    from examples.frameworks.effects import MODEL_CALL, take
+    from examples.frameworks.effects import MODEL_CALL, ensure_ledger, take
 
 
 def _calls(messages: list[ModelMessage]) -> int:
@@ -108,12 +108,14 @@ class UnkeyedOrderAgent(PydanticAIWorkflow):
         return (await unkeyed_agent.run(item)).output
 
 
-def keyed_worker(client: Client, task_queue: str) -> Worker:
+async def keyed_worker(client: Client, task_queue: str) -> Worker:
     """The plugin on `client` registers the agent's activities."""
+    await ensure_ledger()
     return Worker(client, task_queue=task_queue, workflows=[KeyedOrderAgent],
                   sticky_queue_schedule_to_start_timeout=STICKY)  # fmt: skip
 
 
-def unkeyed_worker(client: Client, task_queue: str) -> Worker:
+async def unkeyed_worker(client: Client, task_queue: str) -> Worker:
+    await ensure_ledger()
     return Worker(client, task_queue=task_queue, workflows=[UnkeyedOrderAgent],
                   sticky_queue_schedule_to_start_timeout=STICKY)  # fmt: skip

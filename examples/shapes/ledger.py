@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import psycopg
 from psycopg_pool import AsyncConnectionPool
 from temporalio import activity
 
@@ -18,12 +19,17 @@ create table if not exists example_effects (
 """
 
 
-async def open_ledger() -> AsyncConnectionPool:
-    pool = await open_pool(database_url(), max_size=4)
-    async with pool.connection() as conn, conn.transaction():
+async def create_table(conn: psycopg.AsyncConnection) -> None:
+    async with conn.transaction():
         # Workers starting at once must not race on `create table`.
         await conn.execute("select pg_advisory_xact_lock(hashtext('example-effects'))")
         await conn.execute(SCHEMA)
+
+
+async def open_ledger() -> AsyncConnectionPool:
+    pool = await open_pool(database_url(), max_size=4)
+    async with pool.connection() as conn:
+        await create_table(conn)
     return pool
 
 
@@ -33,14 +39,18 @@ def workflow_key() -> str:
     return f"{info.workflow_id}:{info.activity_id}"
 
 
-async def record(pool: AsyncConnectionPool, what: str, key: str | None) -> None:
+async def record_on(conn: psycopg.AsyncConnection, what: str, key: str | None) -> None:
     """Take the effect `what` for this activity's workflow, once per `key` (None: every time)."""
+    await conn.execute(
+        "insert into example_effects (workflow_id, what, idempotency_key) values (%s, %s, %s)"
+        " on conflict (idempotency_key) do nothing",
+        (activity.info().workflow_id, what, key),
+    )
+
+
+async def record(pool: AsyncConnectionPool, what: str, key: str | None) -> None:
     async with pool.connection() as conn:
-        await conn.execute(
-            "insert into example_effects (workflow_id, what, idempotency_key) values (%s, %s, %s)"
-            " on conflict (idempotency_key) do nothing",
-            (activity.info().workflow_id, what, key),
-        )
+        await record_on(conn, what, key)
 
 
 async def effects_of(workflow_id: str) -> dict[str, list[str]]:
