@@ -28,8 +28,9 @@ Where it kills (`CrashSite`):
   completed: an activity scheduled after it starts its first attempt, or the workflow runs in a
   later workflow task.
 
-Every kill prints one `CRASH` line (with the boundaries still running in the process, as JSON
-after `in-flight=`) and SIGKILLs the process: no cleanup, no finally blocks.
+Every kill prints one `CRASH` line (with the boundaries still executing in the process, as JSON
+after `in-flight=`) and SIGKILLs the process: no cleanup, no finally blocks. One that had just
+returned and was not yet reported is not among them, though it too runs again.
 """
 
 from __future__ import annotations
