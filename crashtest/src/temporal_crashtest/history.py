@@ -28,6 +28,7 @@ from temporal_crashtest.interceptor import (
     ROOT_SCOPE,
     SCOPE_HEADER,
     STAMP_HEADER,
+    WORKER_KILLED,
     decode_scope,
     decode_stamp,
 )
@@ -69,7 +70,7 @@ async def tree_histories(client: Client, workflow_id: str, first_run_id: str) ->
         where = decode_scope(started.header.fields.get(SCOPE_HEADER))
         runs.append(
             RunHistory(
-                scope=where[1] if where else ROOT_SCOPE,
+                scope=where.scope if where else ROOT_SCOPE,
                 workflow_id=wid,
                 run_id=rid,
                 workflow_type=started.workflow_type.name,
@@ -325,24 +326,36 @@ def _timeout_kind(timeout_type: TimeoutType.ValueType) -> str:
     return TimeoutType.Name(timeout_type).removeprefix("TIMEOUT_TYPE_").lower().replace("_", "-")
 
 
-def recovery_waits(run: RunHistory, labels: dict[int, str] | None = None) -> list[str]:
-    """The timeouts the run waited on, in order: an activity attempt that timed out (the worker
-    running it died) and workflow tasks that timed out (on a dead worker's sticky queue, or held
-    by a worker that died during the task: a local activity, or a kill after a checkpoint).
-    `labels`: the boundaries' labels by their ActivityTaskScheduled event id."""
+def recovery_waits(
+    run: RunHistory, labels: dict[int, str] | None = None, task_timeout_s: float | None = None
+) -> list[str]:
+    """The timeouts the run waits on in production after its worker was killed, in order: an
+    activity attempt that timed out (the worker running it died), or that a fast-forward failed
+    at once (`WORKER_KILLED`: the timeout it would have waited on), and workflow tasks that timed
+    out (on a dead worker's sticky queue, or held by a worker that died during the task: a local
+    activity, or a kill after a checkpoint). `labels`: the boundaries' labels by their
+    ActivityTaskScheduled event id; `task_timeout_s`: the run's workflow task timeout in
+    production, when the crash test shortened it."""
     events = run.history.events
     by_id: dict[int, HistoryEvent] = {e.event_id: e for e in events}
     started_attrs = events[0].workflow_execution_started_event_attributes
-    task_timeout = started_attrs.workflow_task_timeout.ToTimedelta().total_seconds()
+    recorded = started_attrs.workflow_task_timeout.ToTimedelta().total_seconds()
+    task_timeout = task_timeout_s or recorded
     waits = []
     for e in events:
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
             started = e.activity_task_started_event_attributes
-            timeout = started.last_failure.timeout_failure_info
-            if started.attempt < 2 or not started.last_failure.HasField("timeout_failure_info"):
-                continue
+            failure = started.last_failure
             scheduled = by_id[started.scheduled_event_id].activity_task_scheduled_event_attributes
-            kind = _timeout_kind(timeout.timeout_type)
+            if started.attempt < 2:
+                continue
+            if failure.HasField("timeout_failure_info"):
+                kind = _timeout_kind(failure.timeout_failure_info.timeout_type)
+            elif failure.application_failure_info.type == WORKER_KILLED:
+                beats = scheduled.heartbeat_timeout.ToTimedelta().total_seconds() > 0
+                kind = "heartbeat" if beats else "start-to-close"
+            else:
+                continue
             limit = {
                 "heartbeat": scheduled.heartbeat_timeout,
                 "start-to-close": scheduled.start_to_close_timeout,
@@ -364,19 +377,19 @@ def recovery_waits(run: RunHistory, labels: dict[int, str] | None = None) -> lis
 
 
 @dataclass(frozen=True)
-class _Open:
+class OpenRun:
     handle: WorkflowHandle[Any, Any]
     description: WorkflowExecutionDescription
 
 
-async def _open_runs(client: Client, handle: WorkflowHandle[Any, Any]) -> list[_Open]:
+async def open_runs(client: Client, handle: WorkflowHandle[Any, Any]) -> list[OpenRun]:
     """The run and, at any depth, its open children: each with its description."""
-    out: list[_Open] = []
+    out: list[OpenRun] = []
     todo = [handle]
     while todo:
         h = todo.pop(0)
         description = await h.describe()
-        out.append(_Open(h, description))
+        out.append(OpenRun(h, description))
         for child in description.raw_description.pending_children:
             todo.append(client.get_workflow_handle(child.workflow_id, run_id=child.run_id or None))
     return out
@@ -422,7 +435,7 @@ async def progress_of(
     on every attempt, or a workflow task nobody takes from a queue no worker polls although the
     worker said it is ready `ready_for_s` ago (None: it has not). Or whether it sits idle."""
     idle = True
-    for run in await _open_runs(client, handle):
+    for run in await open_runs(client, handle):
         raw = run.description.raw_description
         what = "" if run.handle is handle else f" (child {run.description.workflow_type})"
         pending = raw.pending_workflow_task
@@ -438,7 +451,10 @@ async def progress_of(
                 return Progress(stuck=f"the workflow task fails on the worker{what}: {first}")
         for a in raw.pending_activities:
             timed_out = a.last_failure.HasField("timeout_failure_info")
-            if a.attempt >= FAILING_ATTEMPTS and a.last_failure.message and not timed_out:
+            killed = a.last_failure.application_failure_info.type == WORKER_KILLED
+            if a.attempt >= FAILING_ATTEMPTS and a.last_failure.message and not (
+                timed_out or killed
+            ):
                 first = with_likely_cause(a.last_failure.message)
                 return Progress(stuck=f"activity {a.activity_type.name}{what} fails on every "
                                 f"attempt (attempt {a.attempt}): {first}")  # fmt: skip

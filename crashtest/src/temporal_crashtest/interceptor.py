@@ -30,12 +30,20 @@ Where it kills (`CrashSite`):
 
 Every kill prints one `CRASH` line (with the boundaries still executing in the process, as JSON
 after `in-flight=`) and SIGKILLs the process: no cleanup, no finally blocks. One that had just
-returned and was not yet reported is not among them, though it too runs again.
+returned and was not yet reported is not among them, though it too runs again. After
+`attempts=` comes every activity attempt the process held (the one that had just returned too):
+its task token, and whether ending it with a retryable failure is what the server's timeout would
+do anyway (another attempt is allowed). The crash test uses them to fast-forward the recovery.
+
+Given `task_timeout`, child workflows and the next run of a continue-as-new chain are started with
+that workflow task timeout (a crash test shortens it, so that a workflow task a killed worker held
+is retried soon).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import json
 import os
@@ -43,6 +51,7 @@ import signal
 import sys
 from collections import Counter
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio import activity, client, worker, workflow
@@ -54,6 +63,8 @@ STAMP_HEADER = "crashtest-boundary"
 SCOPE_HEADER = "crashtest-scope"
 ROOT_SCOPE = "@1"
 IN_FLIGHT = " in-flight="
+ATTEMPTS = " attempts="
+WORKER_KILLED = "CrashtestWorkerKilled"  # the failure type of an attempt a fast-forward ended
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,45 @@ class Stamp:
     def label(self) -> str:
         where = "" if self.scope == ROOT_SCOPE else f"{self.scope} "
         return f"{where}activity {self.position} ({self.activity}{' local' if self.local else ''})"
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """An activity attempt held by a worker process, as the CRASH line reports it."""
+
+    token: str  # the attempt's task token, base64
+    retryable: bool  # the server's timeout would let another attempt run
+    workflow_id: str = ""
+    run_id: str = ""
+    activity_id: str = ""
+
+    @classmethod
+    def of(cls, info: activity.Info) -> Attempt:
+        token = base64.b64encode(info.task_token).decode()
+        where = (info.workflow_id or "", info.workflow_run_id or "", info.activity_id)
+        return cls(token, _another_attempt(info), *where)
+
+    def task_token(self) -> bytes:
+        return base64.b64decode(self.token)
+
+
+def _another_attempt(info: activity.Info) -> bool:
+    """Whether the timeout that would end this attempt lets the server start another: attempts
+    left under the retry policy, and time left before the schedule-to-close timeout."""
+    policy = info.retry_policy
+    if policy is not None and policy.maximum_attempts and info.attempt >= policy.maximum_attempts:
+        return False
+    if info.schedule_to_close_timeout:
+        backoff = policy.initial_interval if policy else timedelta(seconds=1)
+        if policy is not None:
+            backoff *= policy.backoff_coefficient ** (info.attempt - 1)
+            if policy.maximum_interval is not None:
+                backoff = min(backoff, policy.maximum_interval)
+        wait = info.heartbeat_timeout or info.start_to_close_timeout or timedelta(0)
+        spent = datetime.now(UTC) - info.scheduled_time
+        if spent + wait + backoff >= info.schedule_to_close_timeout:
+            return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -137,13 +187,20 @@ def decode_stamp(payload: Payload | None) -> Stamp | None:
         return None
 
 
-def decode_scope(payload: Payload | None) -> tuple[str, str] | None:
-    """(root workflow id, scope) from a run's start header."""
+@dataclass(frozen=True)
+class Scope:
+    """What a run's start header carries: its tree's root, and its place in the tree."""
+
+    root: str
+    scope: str
+
+
+def decode_scope(payload: Payload | None) -> Scope | None:
     if payload is None:
         return None
     try:
         data = json.loads(payload.data)
-        return str(data["root"]), str(data["scope"])
+        return Scope(str(data["root"]), str(data["scope"]))
     except (ValueError, TypeError, KeyError):
         return None
 
@@ -153,14 +210,28 @@ def next_run(scope: str) -> str:
     return f"{head}@{int(run) + 1}"
 
 
-def _kill(site: CrashSite, where: str, in_flight: list[Stamp]) -> None:
+def _kill(site: CrashSite, where: str, in_flight: list[Stamp], attempts: list[Attempt]) -> None:
     running = json.dumps([{"scope": s.scope, "position": s.position} for s in in_flight])
+    held = json.dumps([asdict(a) for a in attempts])
     print(
-        f"CRASH {site} ({where}): SIGKILL pid {os.getpid()};{IN_FLIGHT}{running}",
+        f"CRASH {site} ({where}): SIGKILL pid {os.getpid()};{IN_FLIGHT}{running};{ATTEMPTS}{held}",
         file=sys.stderr,
         flush=True,
     )
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def read_crash_line(log: str) -> tuple[list[dict[str, Any]], list[Attempt]] | None:
+    """The in-flight boundaries and the held attempts of a log's last CRASH line."""
+    for line in reversed(log.splitlines()):
+        if line.startswith("CRASH ") and IN_FLIGHT in line and ATTEMPTS in line:
+            head, _, held = line.partition(ATTEMPTS)
+            try:
+                running = json.loads(head.rpartition(IN_FLIGHT)[2].rstrip(";"))
+                return running, [Attempt(**a) for a in json.loads(held)]
+            except (ValueError, TypeError):
+                return None
+    return None
 
 
 class _StampingOutbound(worker.WorkflowOutboundInterceptor):
@@ -173,17 +244,19 @@ class _StampingOutbound(worker.WorkflowOutboundInterceptor):
         self._scheduled = 0
         self._types: Counter[str] = Counter()
         self._children: Counter[str] = Counter()
-        self._where: tuple[str, str] | None = None
+        self._where: Scope | None = None
         self._armed_at: int | None = None  # history length when an armed local activity resolved
 
-    def _context(self) -> tuple[str, str]:
+    def _context(self) -> Scope:
         if self._where is None:
             info = workflow.info()
-            self._where = decode_scope(info.headers.get(SCOPE_HEADER)) or (
-                info.workflow_id,
-                ROOT_SCOPE,
+            self._where = decode_scope(info.headers.get(SCOPE_HEADER)) or Scope(
+                info.workflow_id, ROOT_SCOPE
             )
         return self._where
+
+    def _header(self, scope: str) -> Payload:
+        return encode({"root": self._context().root, "scope": scope})
 
     def _targets(self, stamp: Stamp, moment: Moment) -> bool:
         site = self._crash.site
@@ -205,7 +278,7 @@ class _StampingOutbound(worker.WorkflowOutboundInterceptor):
 
     def _stamp(self, activity_type: str, local: bool) -> Stamp:
         self._kill_if_a_later_task(f"schedules {activity_type}")
-        root, scope = self._context()
+        root, scope = self._context().root, self._context().scope
         self._scheduled += 1
         self._types[activity_type] += 1
         # An activity's first attempt starts only once the workflow task that scheduled it (and
@@ -251,17 +324,19 @@ class _StampingOutbound(worker.WorkflowOutboundInterceptor):
         self, input: worker.StartChildWorkflowInput
     ) -> workflow.ChildWorkflowHandle[Any, Any]:
         self._kill_if_a_later_task(f"starts {input.workflow}")
-        root, scope = self._context()
         self._children[input.workflow] += 1
-        child = f"{scope}/{input.workflow}#{self._children[input.workflow]}@1"
-        input.headers = {**input.headers, SCOPE_HEADER: encode({"root": root, "scope": child})}
+        child = f"{self._context().scope}/{input.workflow}#{self._children[input.workflow]}@1"
+        input.headers = {**input.headers, SCOPE_HEADER: self._header(child)}
+        if self._crash.task_timeout is not None:
+            input.task_timeout = self._crash.task_timeout
         return await super().start_child_workflow(input)
 
     def continue_as_new(self, input: worker.ContinueAsNewInput) -> Any:
         self._kill_if_a_later_task("continues as new")
-        root, scope = self._context()
-        data = {"root": root, "scope": next_run(scope)}
-        input.headers = {**input.headers, SCOPE_HEADER: encode(data)}
+        header = self._header(next_run(self._context().scope))
+        input.headers = {**input.headers, SCOPE_HEADER: header}
+        if self._crash.task_timeout is not None:
+            input.task_timeout = self._crash.task_timeout
         return super().continue_as_new(input)
 
 
@@ -279,12 +354,15 @@ class _CrashingActivity(worker.ActivityInboundInterceptor):
             self.crash.kill(site, f"{stamp.label()} starts: the marker before it is recorded")
         key = next(self.crash.ids)
         self.crash.running[key] = stamp
+        self.crash.attempts[key] = held = Attempt.of(activity.info())
         try:
             result = await super().execute_activity(input)
         finally:
             self.crash.running.pop(key, None)
+            self.crash.attempts.pop(key, None)
         if site.moment is Moment.AFTER_EFFECT and site.names(stamp):
-            self.crash.kill(site, f"{stamp.label()} returned; its completion is not yet recorded")
+            where = f"{stamp.label()} returned; its completion is not yet recorded"
+            self.crash.kill(site, where, also=held)
         return result
 
 
@@ -293,16 +371,22 @@ class CrashInterceptor(client.Interceptor, worker.Interceptor):
     workflow tree on the worker's task queue or only in the one rooted at `workflow_id`."""
 
     def __init__(
-        self, site: CrashSite | CrashPoint | None = None, workflow_id: str | None = None
+        self,
+        site: CrashSite | CrashPoint | None = None,
+        workflow_id: str | None = None,
+        task_timeout: timedelta | None = None,
     ) -> None:
         self.site = CrashSite.of(site) if isinstance(site, CrashPoint) else site
         self.workflow_id = workflow_id
+        self.task_timeout = task_timeout  # for the child workflows and the chain's next runs
         self.running: dict[int, Stamp] = {}  # activities executing in this process now
+        self.attempts: dict[int, Attempt] = {}  # their attempts
         self.ids = itertools.count()
 
-    def kill(self, site: CrashSite, where: str) -> None:
+    def kill(self, site: CrashSite, where: str, also: Attempt | None = None) -> None:
         with workflow.unsafe.sandbox_unrestricted():
-            _kill(site, where, list(self.running.values()))
+            held = [*self.attempts.values(), *([also] if also else [])]
+            _kill(site, where, list(self.running.values()), held)
 
     def intercept_activity(
         self, next: worker.ActivityInboundInterceptor

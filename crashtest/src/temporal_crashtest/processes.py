@@ -1,14 +1,111 @@
-"""Every process a crash test starts, tracked by pid, so none outlives the tool."""
+"""Every process a crash test starts, tracked by pid, so none outlives the tool: started afresh,
+or forked by a fork server (`temporal_crashtest.forkserver`) that imported the workers' code
+once."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, Protocol
+
+
+class Child(Protocol):
+    """What the crash test needs of a worker process, started afresh or forked."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    async def wait(self) -> int: ...
+
+    def send_signal(self, sig: int) -> None: ...
+
+    def terminate(self) -> None: ...
+
+    def kill(self) -> None: ...
+
+
+class Forked:
+    """A worker process forked by the fork server; it learns how the process ended from it."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self._ended = asyncio.Event()
+
+    def ended(self, code: int) -> None:
+        self.returncode = code
+        self._ended.set()
+
+    async def wait(self) -> int:
+        await self._ended.wait()
+        assert self.returncode is not None
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+class ForkServer:
+    """The crash test's side of `python -m temporal_crashtest.forkserver`."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self._pids: asyncio.Queue[int] = asyncio.Queue()
+        self._children: dict[int, Forked] = {}
+        self._lock = asyncio.Lock()
+        self._reader: asyncio.Task[None] | None = None
+
+    async def ready(self) -> str | None:
+        """Wait for the imports; None once it forks, else why it cannot."""
+        assert self.proc.stdout is not None
+        line = await self.proc.stdout.readline()
+        try:
+            answer = json.loads(line) if line else {"unsafe": "it exited on start"}
+        except ValueError:
+            answer = {"unsafe": f"it said {line[:200]!r}"}
+        if not answer.get("ready"):
+            return str(answer.get("unsafe", answer))
+        self._reader = asyncio.ensure_future(self._read())
+        return None
+
+    async def _read(self) -> None:
+        assert self.proc.stdout is not None
+        while line := await self.proc.stdout.readline():
+            answer: dict[str, Any] = json.loads(line)
+            if "pid" in answer:
+                self._pids.put_nowait(int(answer["pid"]))
+            elif "exited" in answer:
+                child = self._children.pop(int(answer["exited"]), None)
+                if child is not None:
+                    child.ended(int(answer["code"]))
+        for child in self._children.values():  # the fork server is gone, and its workers with it
+            child.ended(-signal.SIGKILL)
+
+    async def fork(self, log: Path, args: list[str], env: Mapping[str, str]) -> Forked:
+        assert self.proc.stdin is not None
+        async with self._lock:  # answers come in the order of the requests
+            request = {"log": str(log), "args": args, "env": dict(env)}
+            self.proc.stdin.write((json.dumps(request) + "\n").encode())
+            await self.proc.stdin.drain()
+            pid = await self._pids.get()
+            child = self._children[pid] = Forked(pid)
+        return child
 
 
 class Processes:
@@ -19,12 +116,19 @@ class Processes:
         self.log_dir = log_dir
         self.cwd = cwd  # None: the caller's working directory
         self.base_env = dict(base_env)
-        self.running: dict[int, asyncio.subprocess.Process] = {}
+        self.running: dict[int, Child] = {}
+        self.forks: ForkServer | None = None
         log_dir.mkdir(parents=True, exist_ok=True)
 
     async def start(self, name: str, args: list[str], **env: str) -> asyncio.subprocess.Process:
         """Start `python <args>`; stdout and stderr go to `name`.log. The child dies with this
         process, even if this process is SIGKILLed (see `die_with_parent`)."""
+        return await self._spawn(name, args, env, pipes=False)
+
+    async def _spawn(
+        self, name: str, args: list[str], env: Mapping[str, str], pipes: bool
+    ) -> asyncio.subprocess.Process:
+        """`start`; with `pipes`, its stdin and stdout are pipes to this process."""
         with (self.log_dir / f"{name}.log").open("ab") as log:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -34,12 +138,35 @@ class Processes:
                 *args,
                 cwd=self.cwd,
                 env={**self.base_env, **env},
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=log,
+                stdin=asyncio.subprocess.PIPE if pipes else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE if pipes else log,
                 stderr=log,
             )
         self.running[proc.pid] = proc
         return proc
+
+    async def start_fork_server(self, args: list[str]) -> str | None:
+        """Start a fork server for the workers (`args`: what it imports); None once it is
+        ready, else why it cannot fork (the workers are then started afresh)."""
+        command = ["-m", "temporal_crashtest.forkserver", str(os.getpid()), *args]
+        proc = await self._spawn("forkserver", command, {}, pipes=True)
+        server = ForkServer(proc)
+        why = await server.ready()
+        if why is None:
+            self.forks = server
+        else:
+            await self.stop(proc)
+        return why
+
+    async def start_worker(self, name: str, args: list[str], **env: str) -> Child:
+        """`python <args>` (a worker's), forked if a fork server runs, else started afresh."""
+        if self.forks is None or self.forks.proc.returncode is not None:
+            return await self.start(name, args, **env)
+        if args[:2] != ["-m", "temporal_crashtest.worker"]:
+            raise ValueError(f"the fork server forks workers only, not {args[:2]}")
+        child = await self.forks.fork(self.log_dir / f"{name}.log", args[2:], env)
+        self.running[child.pid] = child
+        return child
 
     def log(self, name: str) -> str:
         path = self.log_dir / f"{name}.log"
@@ -50,7 +177,7 @@ class Processes:
         lines = self.log(name).strip().splitlines()
         return lines[-1] if lines else "(no output)"
 
-    async def wait(self, proc: asyncio.subprocess.Process, limit_s: float) -> int:
+    async def wait(self, proc: Child, limit_s: float) -> int:
         try:
             code = await asyncio.wait_for(proc.wait(), limit_s)
         except TimeoutError:
@@ -62,7 +189,7 @@ class Processes:
     async def run(self, name: str, args: list[str], limit_s: float, **env: str) -> int:
         return await self.wait(await self.start(name, args, **env), limit_s)
 
-    async def stop(self, proc: asyncio.subprocess.Process, grace: float = 10) -> None:
+    async def stop(self, proc: Child, grace: float = 10) -> None:
         """SIGTERM (a graceful stop), then SIGKILL if it does not go."""
         if proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
@@ -76,9 +203,9 @@ class Processes:
         self.running.pop(proc.pid, None)
 
     def kill_all(self) -> None:
-        for pid in list(self.running):
+        for child in list(self.running.values()):
             with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+                child.kill()
         self.running.clear()
 
     async def kill_all_and_reap(self) -> None:

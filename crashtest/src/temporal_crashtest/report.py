@@ -24,6 +24,7 @@ class Cell:
     error: str | None = None  # the cell could not be run as designed
     in_flight: list[str] = field(default_factory=list)  # other boundaries running at the kill
     crashes: int = 0  # how many workers were killed (a repeat may end before its last)
+    fast_forward: list[str] = field(default_factory=list)  # what was done instead of waiting
 
     def recovery_text(self) -> str:
         if self.recovery_s is None:
@@ -85,6 +86,7 @@ class Report:
     untested: list[Untested] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     expect_diff: str | None = None  # the reference differs from --expect, and how
+    real_timeouts: bool = False  # False: the recoveries were fast-forwarded
 
     @property
     def ok(self) -> bool:
@@ -107,7 +109,11 @@ class Report:
         path.write_text(json.dumps(self.to_json(), indent=1, ensure_ascii=False) + "\n")
 
     def table(self, *, markdown: bool = False) -> str:
-        head = ["crash point", "activity", "result", "what differs", "recovery: timeouts waited on"]
+        waits = (
+            "recovery: timeouts waited on" if self.real_timeouts
+            else "recovery (fast-forwarded): the timeouts production waits on"
+        )  # fmt: skip
+        head = ["crash point", "activity", "result", "what differs", waits]
         rows = [
             [
                 c.crash_at,

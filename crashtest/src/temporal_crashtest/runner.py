@@ -25,6 +25,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from temporalio.api.common.v1 import WorkflowExecution
@@ -33,6 +34,7 @@ from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
 
+from temporal_crashtest.fastforward import SHORT_TASK_TIMEOUT, fast_forward
 from temporal_crashtest.history import (
     Boundary,
     RunHistory,
@@ -44,17 +46,19 @@ from temporal_crashtest.history import (
     what_it_waits_on,
     with_likely_cause,
 )
-from temporal_crashtest.interceptor import IN_FLIGHT, CrashSite
+from temporal_crashtest.interceptor import CrashSite, read_crash_line
 from temporal_crashtest.points import CrashPoint, CrashPointError, Moment
-from temporal_crashtest.processes import Processes
+from temporal_crashtest.processes import Child, Processes
 from temporal_crashtest.report import Cell, Untested, differences
-from temporal_crashtest.worker import PARENT_PID_ENV, READY
+from temporal_crashtest.worker import GO, PARENT_PID_ENV, READY, STICKY, WARM
 
 Observe = Callable[[str], Any]
 Drive = Callable[[WorkflowHandle[Any, Any]], Any]
 DEFAULT_DEADLINE_S = 120.0
+DEFAULT_TASK_TIMEOUT_S = 10.0  # the server's, for a run started without one
 WORKFLOW_TASK_CHECK_S = 2.0  # how often a waiting cell asks whether its run is stuck or idle
 IDLE_CHECKS = 2  # a run seen idle this many checks in a row is reported
+WARM_CHECK_S = 0.01  # how often the runner looks whether a warm worker is built
 
 
 class CrashTestError(Exception):
@@ -194,6 +198,8 @@ class _Run:
     crashes: int = 0
     waited_on: list[str] = field(default_factory=list)
     in_flight: list[str] = field(default_factory=list)
+    fast_forward: list[str] = field(default_factory=list)
+    sticky_s: float | None = None  # the killed worker's sticky queue timeout
     drive: asyncio.Task[Any] | None = None
 
 
@@ -226,8 +232,10 @@ class Runner:
         drive: Drive | None = None,
         namespace: str = "default",
         deadline_s: float = DEFAULT_DEADLINE_S,
+        real_timeouts: bool = False,
     ) -> None:
         self.client = client
+        self.real_timeouts = real_timeouts  # False: fast-forward every recovery
         self.address = address
         self.namespace = namespace
         self.procs = procs
@@ -244,8 +252,12 @@ class Runner:
         task_queue: str,
         crash_at: CrashSite | None = None,
         workflow_id: str | None = None,
-    ) -> asyncio.subprocess.Process:
-        """`python -m temporal_crashtest.worker` for the target, crashing at `crash_at` if given."""
+        *,
+        warm: bool = False,
+        task_timeout: timedelta | None = None,
+    ) -> Child:
+        """`python -m temporal_crashtest.worker` for the target, crashing at `crash_at` if given
+        (`warm`: built, polling once it gets GO)."""
         args = ["-m", "temporal_crashtest.worker", "--worker", target.worker]
         args += ["--task-queue", task_queue]
         args += ["--address", self.address, "--namespace", self.namespace]
@@ -257,7 +269,11 @@ class Runner:
             args += ["--crash-at", crash_at.to_text()]
         if workflow_id is not None:
             args += ["--workflow-id", workflow_id]
-        return await self.procs.start(
+        if task_timeout is not None:
+            args += ["--task-timeout-s", f"{task_timeout.total_seconds():g}"]
+        if warm:
+            args += ["--warm"]
+        return await self.procs.start_worker(
             name, args, **target.env, **{PARENT_PID_ENV: str(os.getpid())}
         )
 
@@ -298,7 +314,7 @@ class Runner:
             if point is not None and point.moment is Moment.RESET:
                 await self._reset(target, point, run)
             else:
-                await self._run(target, point, run, reference.boundaries)
+                await self._run(target, point, run, reference)
         except _CellFailed as err:
             error = str(err)
         try:
@@ -321,6 +337,7 @@ class Runner:
             error=error,
             in_flight=[labels.get(where, where) for where in run.in_flight],
             crashes=run.crashes,
+            fast_forward=run.fast_forward,
         )
 
     def _workflow_id(self, what: str) -> str:
@@ -331,10 +348,13 @@ class Runner:
         first = handle.first_execution_run_id or handle.result_run_id or handle.run_id or ""
         return await tree_histories(self.client, handle.id, first)
 
-    async def _start(self, target: Target, run: _Run, queue: str) -> asyncio.Future[Any]:
+    async def _start(
+        self, target: Target, run: _Run, queue: str, task_timeout: timedelta | None = None
+    ) -> asyncio.Future[Any]:
         run.handle = await self.client.start_workflow(
-            target.workflow, target.input, id=run.workflow_id, task_queue=queue
-        )
+            target.workflow, target.input, id=run.workflow_id, task_queue=queue,
+            task_timeout=task_timeout,
+        )  # fmt: skip
         if self.drive_fn is not None:
             run.drive = asyncio.ensure_future(_call(self.drive_fn, run.handle))
             run.drive.add_done_callback(lambda f: f.cancelled() or f.exception())  # seen later
@@ -357,26 +377,37 @@ class Runner:
         target: Target,
         point: CellPoint | None,
         run: _Run,
-        labels: list[Boundary] | None = None,
+        reference: Reference | None = None,
     ) -> None:
-        """Run to the end, crashing at `point`; `labels`: the reference's boundaries, whose
-        labels name the recovery's waits."""
-        labels = labels or []
+        """Run to the end, crashing at `point`. The worker that takes over from a killed one is
+        started warm beforehand and told to poll at the kill; unless `real_timeouts`, the
+        recovery is fast-forwarded (see `fastforward`). `reference`: its labels name the
+        recovery's waits, and its task timeouts are production's."""
         deadline = time.monotonic() + self.deadline_s
         queue = run.workflow_id
         crashes = point.repeat if point else 0
         site = point.site() if point else None
-        names = (f"{queue}-{letter}" for letter in "abcdefghij")
-        name = next(names)
-        worker = await self.start_worker(
-            target, name, queue, site if crashes else None, run.workflow_id if site else None
-        )
-        workers = [worker]
+        short = None if self.real_timeouts or not crashes else SHORT_TASK_TIMEOUT
+        names = (f"{queue}-{letter}" for letter in "abcdefghijkl")
+
+        async def worker(stage: int, warm: bool) -> tuple[str, Child]:
+            """The worker of `stage` (0: the first); the last one does not crash."""
+            name = next(names)
+            crash = site if stage < crashes else None
+            child = await self.start_worker(target, name, queue, crash,
+                                            run.workflow_id if crash else None, warm=warm,
+                                            task_timeout=short)  # fmt: skip
+            workers.append(child)
+            return name, child
+
+        workers: list[Child] = []
         result: asyncio.Future[Any] | None = None
         try:
-            result = await self._start(target, run, queue)
+            name, current = await worker(0, warm=False)
+            successor = await worker(1, warm=True) if crashes else None
+            result = await self._start(target, run, queue, short)
             for stage in range(crashes):
-                await self._until_one_ends(run, result, worker, name, deadline)
+                await self._until_one_ends(run, result, current, name, deadline)
                 if result.done():
                     if stage == 0:
                         raise _CellFailed(
@@ -384,44 +415,82 @@ class Runner:
                             "reached: the run ended while the worker was still alive"
                         )
                     break  # the recovery did not pass the point again: that is its answer
-                if worker.returncode != -signal.SIGKILL:
+                if current.returncode != -signal.SIGKILL:
                     raise _CellFailed(
-                        f"the crashing worker exited with code {worker.returncode} before "
+                        f"the crashing worker exited with code {current.returncode} before "
                         f"{point.crash_at if point else ''}: {self.procs.last_line(name)}"
                     )
                 run.crashes += 1
+                killed = self.procs.log(name)
+                running, attempts = read_crash_line(killed) or ([], [])
                 if run.killed_at is None:
                     run.killed_at = time.monotonic()
-                    run.in_flight = self._in_flight(name)
+                    run.in_flight = [f"{r['scope']}:{r['position']}" for r in running]
+                    run.sticky_s = _sticky_s(killed)
                 await asyncio.sleep(target.resume_after_s)  # e.g. past an idempotency key's TTL
-                name = next(names)
-                again = site if stage + 1 < crashes else None
-                worker = await self.start_worker(
-                    target, name, queue, again, run.workflow_id if again else None
-                )
-                workers.append(worker)
-            await self._until_one_ends(run, result, worker, name, deadline)
+                assert successor is not None
+                name, current = successor
+                await self._go(current, name, deadline)
+                if not self.real_timeouts and run.handle is not None:
+                    done = await fast_forward(self.client, run.handle, attempts,
+                                              f"{point.crash_at if point else ''}")  # fmt: skip
+                    run.fast_forward = run.fast_forward or done
+                if stage + 1 < crashes:
+                    successor = await worker(stage + 2, warm=True)
+            await self._until_one_ends(run, result, current, name, deadline)
             if not result.done():
                 raise _CellFailed(
-                    f"the worker exited with code {worker.returncode} before the run ended: "
+                    f"the worker exited with code {current.returncode} before the run ended: "
                     f"{with_likely_cause(self.procs.last_line(name))}"
                 )
             self._ended(run, result)
             if run.killed_at is not None and point is not None and run.handle is not None:
                 run.recovery_s = time.monotonic() - run.killed_at
-                tree = read_tree(await self._histories(run.handle))
-                crashed = tree.run(point.boundary.scope)
-                if crashed is not None:
-                    # Scheduled event id -> the label the reference gave that boundary.
-                    named = {(b.scope, b.position): b.label for b in labels}
-                    by_event = {}
-                    for b in tree.boundaries:
-                        if b.scope == point.boundary.scope and not b.local:
-                            for event_id in self._scheduled_ids(crashed, b):
-                                by_event[event_id] = named.get((b.scope, b.position), b.label)
-                    run.waited_on = recovery_waits(crashed, by_event)
+                await self._read_waits(run, point, reference, short)
         finally:
             await self._finish(run, result, workers)
+
+    async def _go(self, worker: Child, name: str, deadline: float) -> None:
+        """Tell a warm worker to poll, once it is built (a signal before its handler is set
+        would end it)."""
+        while WARM not in self.procs.log(name) and worker.returncode is None:
+            if time.monotonic() > deadline:
+                raise _CellFailed(f"the next worker was not built in time: "
+                                  f"{self.procs.last_line(name)}")  # fmt: skip
+            await asyncio.sleep(WARM_CHECK_S)
+        with contextlib.suppress(ProcessLookupError):
+            worker.send_signal(GO)
+
+    async def _read_waits(
+        self, run: _Run, point: CellPoint, reference: Reference | None, short: timedelta | None
+    ) -> None:
+        """What the recovery waited on in production, from the crashed run's history."""
+        assert run.handle is not None
+        tree = read_tree(await self._histories(run.handle))
+        crashed = tree.run(point.boundary.scope)
+        if crashed is None:
+            return
+        # Scheduled event id -> the label the reference gave that boundary.
+        known = reference.boundaries if reference else []
+        named = {(b.scope, b.position): b.label for b in known}
+        by_event = {}
+        for b in tree.boundaries:
+            if b.scope == point.boundary.scope and not b.local:
+                for event_id in self._scheduled_ids(crashed, b):
+                    by_event[event_id] = named.get((b.scope, b.position), b.label)
+        production = None
+        if short is not None:
+            same = reference.tree.run(point.boundary.scope) if reference else None
+            started = (same or crashed).history.events[0]
+            attrs = started.workflow_execution_started_event_attributes
+            production = attrs.workflow_task_timeout.ToTimedelta().total_seconds()
+            if same is None:
+                production = DEFAULT_TASK_TIMEOUT_S
+        run.waited_on = recovery_waits(crashed, by_event, production)
+        held_task = point.moment is Moment.AFTER_CHECKPOINT or point.boundary.local
+        if short is not None and not held_task and run.sticky_s:
+            # The next workflow task would have gone to the dead worker's sticky queue first.
+            run.waited_on.append(f"sticky queue timeout {run.sticky_s:.1f} s")
 
     @staticmethod
     def _scheduled_ids(crashed: RunHistory, b: Boundary) -> dict[int, str]:
@@ -433,22 +502,11 @@ class Runner:
                 return {e.event_id: b.label}
         return {}
 
-    def _in_flight(self, name: str) -> list[str]:
-        """The boundaries still running in the killed worker, from its CRASH line."""
-        for line in reversed(self.procs.log(name).splitlines()):
-            if line.startswith("CRASH ") and IN_FLIGHT in line:
-                try:
-                    running = json.loads(line.rpartition(IN_FLIGHT)[2])
-                except ValueError:
-                    return []
-                return [f"{r['scope']}:{r['position']}" for r in running]
-        return []
-
     async def _finish(
         self,
         run: _Run,
         result: asyncio.Future[Any] | None,
-        workers: list[asyncio.subprocess.Process],
+        workers: list[Child],
     ) -> None:
         if run.drive is not None and not run.drive.done():
             run.drive.cancel()
@@ -514,7 +572,7 @@ class Runner:
         self,
         run: _Run,
         result: asyncio.Future[Any],
-        worker: asyncio.subprocess.Process,
+        worker: Child,
         name: str,
         deadline: float,
     ) -> None:
@@ -562,6 +620,15 @@ class Runner:
                     )
         finally:
             exited.cancel()
+
+
+def _sticky_s(log: str) -> float | None:
+    """A worker's sticky queue timeout, from its READY line."""
+    for line in log.splitlines():
+        if line.startswith(READY) and STICKY in line:
+            with contextlib.suppress(ValueError):
+                return float(line.partition(STICKY)[2].split(",")[0].split()[0])
+    return None
 
 
 def replace_observe(runner: Runner, observe: Observe) -> Runner:

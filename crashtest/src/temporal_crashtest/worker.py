@@ -6,6 +6,10 @@ that carries crashtest's interceptor: it stamps every boundary, and SIGKILLs the
 of a `CrashSite`). The crash test starts one of these
 that SIGKILLs itself at a boundary, then a fresh one that finishes the run; a person can run it
 by hand just the same. SIGTERM or Ctrl-C stops it gracefully (exit 0).
+
+With `--warm` it connects and builds the worker, prints WARM, and starts polling only when it gets
+SIGUSR1: the crash test starts the worker that takes over from a killed one this way, before the
+kill, so that it polls within milliseconds of it.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import asyncio
 import os
 import signal
 import sys
+from datetime import timedelta
 
 from temporalio.worker import Worker
 
@@ -35,6 +40,9 @@ PARENT_PID_ENV = "CRASHTEST_PARENT_PID"
 # Printed once the worker polls its task queue; the runner waits for it before it judges a queue
 # that nobody polls (a worker that is slow to start on a loaded machine is not a broken one).
 READY = "crashtest worker ready:"
+WARM = "crashtest worker warm:"
+STICKY = "sticky-queue-timeout="  # in the READY line: the worker's, in seconds
+GO = signal.SIGUSR1
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -50,6 +58,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="MODULE:NAME of a temporalio client Plugin (repeatable)")  # fmt: skip
     parser.add_argument("--crash-at", help="after-effect:N, after-checkpoint:N or a CrashSite JSON")
     parser.add_argument("--workflow-id", help="crash only in this workflow")
+    parser.add_argument("--task-timeout-s", type=float,
+                        help="start child workflows and continue-as-new runs with this workflow "
+                        "task timeout")  # fmt: skip
+    parser.add_argument("--warm", action="store_true",
+                        help="build the worker, then poll only after SIGUSR1")  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -57,11 +70,15 @@ async def serve(args: argparse.Namespace) -> int:
     point = CrashSite.parse(args.crash_at) if args.crash_at else None
     factory = load_callable(args.worker, "--worker")
     converter = load_data_converter(args.data_converter)
+    task_timeout = timedelta(seconds=args.task_timeout_s) if args.task_timeout_s else None
+    go = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(GO, go.set)
     client = await connect(
         args.address,
         namespace=args.namespace,
         data_converter=converter,
-        interceptors=[CrashInterceptor(point, args.workflow_id)],
+        interceptors=[CrashInterceptor(point, args.workflow_id, task_timeout)],
         plugins=load_plugins(args.plugin),
     )
     worker = await call(factory, client, args.task_queue)
@@ -78,29 +95,43 @@ async def serve(args: argparse.Namespace) -> int:
             "client it is given (that client carries the crash interceptor)"
         )
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if args.warm:
+        print(f"{WARM} pid {os.getpid()}, task queue {args.task_queue}", file=sys.stderr,
+              flush=True)  # fmt: skip
+        waits = [asyncio.ensure_future(go.wait()), asyncio.ensure_future(stop.wait())]
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for waiting in waits:
+            waiting.cancel()
+        if stop.is_set():
+            return 0
+    sticky = worker.config().get("sticky_queue_schedule_to_start_timeout")
+    sticky_s = f", {STICKY}{sticky.total_seconds():g}" if sticky is not None else ""
     async with worker:
         crash = f", will SIGKILL itself at {point}" if point else ""
-        print(f"{READY} pid {os.getpid()}, task queue {args.task_queue}{crash}",
+        print(f"{READY} pid {os.getpid()}, task queue {args.task_queue}{crash}{sticky_s}",
               file=sys.stderr, flush=True)  # fmt: skip
         await stop.wait()
     return 0
 
 
+def run(argv: list[str] | None = None) -> int:
+    """The worker process's life: its exit code."""
+    args = parse_args(argv)
+    try:
+        return asyncio.run(serve(args))
+    except (LoadError, CrashPointError, ServerUnreachable) as err:
+        print(f"crashtest.worker: error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130
+
+
 def main() -> None:
     parent = os.environ.get(PARENT_PID_ENV)
     die_with_parent(int(parent) if parent else None)
-    args = parse_args()
-    try:
-        code = asyncio.run(serve(args))
-    except (LoadError, CrashPointError, ServerUnreachable) as err:
-        print(f"crashtest.worker: error: {err}", file=sys.stderr)
-        code = EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        code = 130
-    exit_now(code)
+    exit_now(run())
 
 
 if __name__ == "__main__":

@@ -1,0 +1,98 @@
+"""Fast-forward a recovery: do at once what the server would do only after a timeout.
+
+After a SIGKILL the server notices the dead worker only through timeouts: an activity attempt it
+held ends at its heartbeat (or start-to-close) timeout, the next workflow task waits out the dead
+worker's sticky queue, and a workflow task it held ends at the workflow task timeout. None of
+these waits tests anything; together they are nearly all of a cell's time. So, the moment the
+worker is dead:
+
+- every activity attempt it held is failed through its task token with a retryable failure
+  (`WORKER_KILLED`), which the server retries under the activity's own retry policy, as it would
+  after the timeout. An attempt that the timeout would end for good (no attempt left, or the
+  schedule-to-close timeout too near) is left to the timeout: the workflow then sees exactly
+  what it would in production;
+- every open run of the tree is taken off the dead worker's sticky queue (ResetStickyTaskQueue),
+  so its next workflow task goes to the live worker now;
+- a workflow task the dead worker held cannot be ended from outside (its task token never leaves
+  the SDK), so a cell whose kill holds one runs its tree with a short workflow task timeout
+  (`SHORT_TASK_TIMEOUT`) instead.
+
+The report still says what each recovery would have waited on in production
+(`history.recovery_waits`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import timedelta
+from typing import Any
+
+from temporalio.api.common.v1 import Payloads, WorkflowExecution
+from temporalio.api.failure.v1 import ApplicationFailureInfo, Failure
+from temporalio.api.workflowservice.v1 import (
+    ResetStickyTaskQueueRequest,
+    RespondActivityTaskFailedRequest,
+)
+from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError
+
+from temporal_crashtest.history import open_runs
+from temporal_crashtest.interceptor import WORKER_KILLED, Attempt
+
+# A workflow task here takes 10-250 ms, 11 cells at once on 2 cores: 2 s leaves room for a loaded
+# machine, so that no task but the dead worker's times out.
+SHORT_TASK_TIMEOUT = timedelta(seconds=2)
+IDENTITY = "temporal-crashtest"
+
+
+async def fast_forward(
+    client: Client, handle: WorkflowHandle[Any, Any], attempts: list[Attempt], why: str
+) -> list[str]:
+    """Right after a kill: take the tree's open runs off the dead worker's sticky queue, then
+    fail the attempts it held that another attempt follows (keeping their last heartbeat's
+    details). What was done, for the report."""
+    runs = await open_runs(client, handle)
+    details: dict[tuple[str, str, str], Payloads] = {}
+    for run in runs:
+        for pending in run.description.raw_description.pending_activities:
+            key = (run.description.id, run.description.run_id, pending.activity_id)
+            details[key] = pending.heartbeat_details
+
+    async def off_sticky(workflow_id: str, run_id: str) -> None:
+        with contextlib.suppress(RPCError):  # the run closed meanwhile
+            await client.workflow_service.reset_sticky_task_queue(
+                ResetStickyTaskQueueRequest(
+                    namespace=client.namespace,
+                    execution=WorkflowExecution(workflow_id=workflow_id, run_id=run_id),
+                )
+            )
+
+    await asyncio.gather(*(off_sticky(r.description.id, r.description.run_id) for r in runs))
+    failure = Failure(
+        message=f"worker killed by crashtest: {why}",
+        application_failure_info=ApplicationFailureInfo(type=WORKER_KILLED, non_retryable=False),
+    )
+
+    async def end(attempt: Attempt) -> bool:
+        beat = details.get((attempt.workflow_id, attempt.run_id, attempt.activity_id))
+        request = RespondActivityTaskFailedRequest(
+            namespace=client.namespace,
+            task_token=attempt.task_token(),
+            failure=failure,
+            identity=IDENTITY,
+            last_heartbeat_details=beat if beat is not None and beat.payloads else None,
+        )
+        try:
+            await client.workflow_service.respond_activity_task_failed(request)
+        except RPCError:  # it ended already (timed out, or its run closed)
+            return False
+        return True
+
+    ended = sum(await asyncio.gather(*(end(a) for a in attempts if a.retryable)))
+    done = [f"{len(runs)} open run(s) taken off the killed worker's sticky queue"]
+    if ended:
+        done.append(f"{ended} attempt(s) it held failed at once, to be retried")
+    if final := sum(not a.retryable for a in attempts):
+        done.append(f"{final} attempt(s) left to their timeout (no retry would follow it)")
+    return done

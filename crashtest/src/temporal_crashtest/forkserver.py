@@ -1,0 +1,167 @@
+"""Worker processes forked from one process that imported temporalio and the user's code once.
+
+A crash test starts two or more worker processes per cell. Each started afresh spends a second or
+more of CPU importing temporalio and the user's modules (2.6 s for an OpenAI Agents SDK worker),
+on a machine whose cores the server and every other cell share. A fork server imports them once,
+then forks a worker per request: a forked worker is a fresh process (its own memory, its own
+Temporal client and Rust runtime, created after the fork) that needs no import.
+
+Forking is safe only while the forking process has a single thread (a fork copies just the
+calling thread; a lock another thread held stays locked forever in the child). The fork server
+checks that after the imports, and refuses (`{"unsafe": WHY}`) when the user's modules started a
+thread: the crash test then starts every worker afresh, as it would without a fork server.
+
+The protocol, one JSON object per line. Requests on the server's input:
+`{"log": PATH, "args": [worker args], "env": {NAME: VALUE}}`; answers on its output, in order:
+`{"ready": true}` once the imports are done, `{"pid": N}` per request, and `{"exited": N,
+"code": C}` when a worker ends (C: its exit status, or minus the signal that ended it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import sys
+from typing import IO, Any
+
+from temporal_crashtest.exits import exit_now
+from temporal_crashtest.loading import LoadError, load_callable, load_data_converter, load_plugins
+from temporal_crashtest.processes import die_with_parent
+
+REAP_EVERY_S = 0.02  # how soon a worker's end is reported
+
+
+def import_target(factory: str, data_converter: str | None, plugins: list[str]) -> None:
+    """Import everything a worker process of this target imports before it connects, and hash
+    it into the default build id (a Worker given none hashes every loaded module's code, 0.15 s
+    of CPU per worker: the hash is kept for the process, so each fork inherits it).
+
+    The hash is `temporalio.worker._worker.load_default_build_id` (not public; temporalio
+    1.35-1.x): without it each worker hashes for itself, as it would anyway."""
+    import temporalio.worker._worker as sdk_worker
+
+    import temporal_crashtest.worker  # noqa: F401  (temporalio's client and worker with it)
+
+    load_callable(factory, "--worker")
+    load_data_converter(data_converter)
+    load_plugins(plugins)
+    hash_the_code = getattr(sdk_worker, "load_default_build_id", None)
+    if callable(hash_the_code):
+        hash_the_code()
+
+
+def why_unsafe() -> str | None:
+    """Why this process cannot fork safely now (None: it can)."""
+    try:
+        threads = len(os.listdir("/proc/self/task"))
+    except OSError:
+        import threading
+
+        threads = threading.active_count()
+    if threads > 1:
+        return f"{threads} threads are running after the imports"
+    return None
+
+
+def _answer(out: IO[str], message: dict[str, Any]) -> None:
+    out.write(json.dumps(message) + "\n")
+    out.flush()
+
+
+def _run_worker(request: dict[str, Any]) -> int:
+    """In the forked child: become the worker process the request describes."""
+    from temporal_crashtest import worker
+
+    log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.environ.update(request.get("env", {}))
+    return worker.run(list(request["args"]))
+
+
+def _fork(request: dict[str, Any], parent: int) -> int:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGCHLD):
+            signal.signal(sig, signal.SIG_DFL)
+        die_with_parent(parent)
+        code = _run_worker(request)
+    except BaseException as err:  # nothing may return into the fork server's loop
+        print(f"crashtest.forkserver: the worker failed to start: {err!r}", file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(code)
+    exit_now(code)  # as a worker started afresh ends
+
+
+def _reap(out: IO[str]) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        _answer(out, {"exited": pid, "code": code})
+
+
+def serve(requests: IO[str], out: IO[str]) -> None:
+    """Fork a worker per request until the requests end; then wait for every worker to end."""
+    me = os.getpid()
+    buffered = ""
+    fd = requests.fileno()
+    while True:
+        ready, _, _ = select.select([fd], [], [], REAP_EVERY_S)
+        _reap(out)
+        if not ready:
+            continue
+        chunk = os.read(fd, 65536).decode()
+        if not chunk:
+            break
+        buffered += chunk
+        while "\n" in buffered:
+            line, buffered = buffered.split("\n", 1)
+            if line.strip():
+                _answer(out, {"pid": _fork(json.loads(line), me)})
+    # The crash test is gone: its workers die with this process (see `die_with_parent`).
+
+
+def main() -> None:
+    """`python -m temporal_crashtest.forkserver PARENT_PID --worker M:F [--data-converter M:N]
+    [--plugin M:N]...`"""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m temporal_crashtest.forkserver")
+    parser.add_argument("parent", type=int)
+    parser.add_argument("--worker", required=True)
+    parser.add_argument("--data-converter")
+    parser.add_argument("--plugin", action="append", default=[])
+    args = parser.parse_args()
+    die_with_parent(args.parent)
+    try:
+        import_target(args.worker, args.data_converter, args.plugin)
+    except LoadError as err:
+        _answer(sys.stdout, {"unsafe": f"cannot import the worker: {err}"})
+        os._exit(0)
+    unsafe = why_unsafe()
+    if unsafe is not None:
+        _answer(sys.stdout, {"unsafe": unsafe})
+        os._exit(0)
+    _answer(sys.stdout, {"ready": True})
+    serve(sys.stdin, sys.stdout)
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
