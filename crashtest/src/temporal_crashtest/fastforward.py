@@ -74,7 +74,7 @@ async def fast_forward(
         application_failure_info=ApplicationFailureInfo(type=WORKER_KILLED, non_retryable=False),
     )
 
-    async def end(attempt: Attempt) -> bool:
+    async def end(attempt: Attempt) -> str | None:
         beat = details.get((attempt.workflow_id, attempt.run_id, attempt.activity_id))
         request = RespondActivityTaskFailedRequest(
             namespace=client.namespace,
@@ -85,14 +85,15 @@ async def fast_forward(
         )
         try:
             await client.workflow_service.respond_activity_task_failed(request)
-        except RPCError:  # it ended already (timed out, or its run closed)
-            return False
-        return True
+        except RPCError as err:  # it ended already (timed out, or its run closed)
+            return f"an attempt had ended already ({err.status.name}: {err.message})"
+        return None
 
-    ended = sum(await asyncio.gather(*(end(a) for a in attempts if a.retryable)))
+    ends = await asyncio.gather(*(end(a) for a in attempts if a.retryable))
     done = [f"{len(runs)} open run(s) taken off the killed worker's sticky queue"]
-    if ended:
+    if ended := sum(e is None for e in ends):
         done.append(f"{ended} attempt(s) it held failed at once, to be retried")
+    done += sorted({e for e in ends if e is not None})
     if final := sum(not a.retryable for a in attempts):
         done.append(f"{final} attempt(s) left to their timeout (no retry would follow it)")
     return done

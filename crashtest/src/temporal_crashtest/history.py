@@ -376,6 +376,24 @@ def recovery_waits(
     return waits
 
 
+def task_timeouts_on_live_workers(runs: list[RunHistory], killed: set[str]) -> int:
+    """How many workflow tasks timed out (start-to-close) in a worker that was not killed: the
+    worker identities in `killed` were."""
+    count = 0
+    for run in runs:
+        by_id = {e.event_id: e for e in run.history.events}
+        for e in run.history.events:
+            if e.event_type != EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+                continue
+            timed_out = e.workflow_task_timed_out_event_attributes
+            if timed_out.timeout_type != TimeoutType.TIMEOUT_TYPE_START_TO_CLOSE:
+                continue
+            started = by_id.get(timed_out.started_event_id)
+            identity = started.workflow_task_started_event_attributes.identity if started else ""
+            count += identity not in killed
+    return count
+
+
 @dataclass(frozen=True)
 class OpenRun:
     handle: WorkflowHandle[Any, Any]

@@ -42,6 +42,7 @@ from temporal_crashtest.history import (
     progress_of,
     read_tree,
     recovery_waits,
+    task_timeouts_on_live_workers,
     tree_histories,
     what_it_waits_on,
     with_likely_cause,
@@ -50,7 +51,7 @@ from temporal_crashtest.interceptor import CrashSite, read_crash_line
 from temporal_crashtest.points import CrashPoint, CrashPointError, Moment
 from temporal_crashtest.processes import Child, Processes
 from temporal_crashtest.report import Cell, Untested, differences
-from temporal_crashtest.worker import GO, PARENT_PID_ENV, READY, STICKY, WARM
+from temporal_crashtest.worker import FACTS, GO, PARENT_PID_ENV, READY, WARM
 
 Observe = Callable[[str], Any]
 Drive = Callable[[WorkflowHandle[Any, Any]], Any]
@@ -200,6 +201,8 @@ class _Run:
     in_flight: list[str] = field(default_factory=list)
     fast_forward: list[str] = field(default_factory=list)
     sticky_s: float | None = None  # the killed worker's sticky queue timeout
+    killed: list[str] = field(default_factory=list)  # the killed workers' identities
+    unexplained: int = 0  # workflow tasks that timed out on a live worker (a loaded machine)
     drive: asyncio.Task[Any] | None = None
 
 
@@ -315,6 +318,16 @@ class Runner:
                 await self._reset(target, point, run)
             else:
                 await self._run(target, point, run, reference)
+                if run.unexplained:
+                    # The short workflow task timeout ended a task of a live worker (a loaded
+                    # machine): production would not have; run the cell again without it.
+                    run = _Run(self._workflow_id(re.sub(r"[^\w-]", "-", crash_at)))
+                    await self._run(target, point, run, reference, shorten=False)
+                    run.fast_forward.append(
+                        f"ran again with the production workflow task timeout: with "
+                        f"{SHORT_TASK_TIMEOUT.total_seconds():g} s, a task of a live worker "
+                        "timed out (a loaded machine)"
+                    )
         except _CellFailed as err:
             error = str(err)
         try:
@@ -378,16 +391,20 @@ class Runner:
         point: CellPoint | None,
         run: _Run,
         reference: Reference | None = None,
+        shorten: bool = True,
     ) -> None:
         """Run to the end, crashing at `point`. The worker that takes over from a killed one is
         started warm beforehand and told to poll at the kill; unless `real_timeouts`, the
-        recovery is fast-forwarded (see `fastforward`). `reference`: its labels name the
+        recovery is fast-forwarded (see `fastforward`; `shorten`: with a short workflow task
+        timeout where the kill holds a workflow task). `reference`: its labels name the
         recovery's waits, and its task timeouts are production's."""
         deadline = time.monotonic() + self.deadline_s
         queue = run.workflow_id
         crashes = point.repeat if point else 0
         site = point.site() if point else None
-        short = None if self.real_timeouts or not crashes else SHORT_TASK_TIMEOUT
+        short = None
+        if shorten and not self.real_timeouts and point is not None and _holds_a_task(point):
+            short = SHORT_TASK_TIMEOUT
         names = (f"{queue}-{letter}" for letter in "abcdefghijkl")
 
         async def worker(stage: int, warm: bool) -> tuple[str, Child]:
@@ -423,18 +440,20 @@ class Runner:
                 run.crashes += 1
                 killed = self.procs.log(name)
                 running, attempts = read_crash_line(killed) or ([], [])
+                facts = _facts(killed)
+                run.killed.append(str(facts.get("identity")))
                 if run.killed_at is None:
                     run.killed_at = time.monotonic()
                     run.in_flight = [f"{r['scope']}:{r['position']}" for r in running]
-                    run.sticky_s = _sticky_s(killed)
-                await asyncio.sleep(target.resume_after_s)  # e.g. past an idempotency key's TTL
-                assert successor is not None
-                name, current = successor
-                await self._go(current, name, deadline)
+                    run.sticky_s = facts.get("sticky_s")
                 if not self.real_timeouts and run.handle is not None:
                     done = await fast_forward(self.client, run.handle, attempts,
                                               f"{point.crash_at if point else ''}")  # fmt: skip
                     run.fast_forward = run.fast_forward or done
+                await asyncio.sleep(target.resume_after_s)  # e.g. past an idempotency key's TTL
+                assert successor is not None
+                name, current = successor
+                await self._go(current, name, deadline)
                 if stage + 1 < crashes:
                     successor = await worker(stage + 2, warm=True)
             await self._until_one_ends(run, result, current, name, deadline)
@@ -467,6 +486,8 @@ class Runner:
         """What the recovery waited on in production, from the crashed run's history."""
         assert run.handle is not None
         tree = read_tree(await self._histories(run.handle))
+        if short is not None:
+            run.unexplained = task_timeouts_on_live_workers(tree.runs, set(run.killed))
         crashed = tree.run(point.boundary.scope)
         if crashed is None:
             return
@@ -487,8 +508,7 @@ class Runner:
             if same is None:
                 production = DEFAULT_TASK_TIMEOUT_S
         run.waited_on = recovery_waits(crashed, by_event, production)
-        held_task = point.moment is Moment.AFTER_CHECKPOINT or point.boundary.local
-        if short is not None and not held_task and run.sticky_s:
+        if not self.real_timeouts and not _holds_a_task(point) and run.sticky_s:
             # The next workflow task would have gone to the dead worker's sticky queue first.
             run.waited_on.append(f"sticky queue timeout {run.sticky_s:.1f} s")
 
@@ -622,13 +642,20 @@ class Runner:
             exited.cancel()
 
 
-def _sticky_s(log: str) -> float | None:
-    """A worker's sticky queue timeout, from its READY line."""
+def _holds_a_task(point: CellPoint) -> bool:
+    """Whether the kill comes while the worker holds a workflow task: after a checkpoint, it
+    kills in the workflow; a local activity runs inside its workflow task."""
+    return point.moment is Moment.AFTER_CHECKPOINT or point.boundary.local
+
+
+def _facts(log: str) -> dict[str, Any]:
+    """A worker's identity and sticky queue timeout, from its READY line."""
     for line in log.splitlines():
-        if line.startswith(READY) and STICKY in line:
+        if line.startswith(READY) and FACTS in line:
             with contextlib.suppress(ValueError):
-                return float(line.partition(STICKY)[2].split(",")[0].split()[0])
-    return None
+                facts = json.loads(line.partition(FACTS)[2])
+                return facts if isinstance(facts, dict) else {}
+    return {}
 
 
 def replace_observe(runner: Runner, observe: Observe) -> Runner:

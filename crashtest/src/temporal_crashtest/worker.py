@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import signal
 import sys
@@ -41,7 +42,7 @@ PARENT_PID_ENV = "CRASHTEST_PARENT_PID"
 # that nobody polls (a worker that is slow to start on a loaded machine is not a broken one).
 READY = "crashtest worker ready:"
 WARM = "crashtest worker warm:"
-STICKY = "sticky-queue-timeout="  # in the READY line: the worker's, in seconds
+FACTS = " facts="  # ends the READY line: JSON of the worker's identity and sticky queue timeout
 GO = signal.SIGUSR1
 
 
@@ -106,12 +107,16 @@ async def serve(args: argparse.Namespace) -> int:
             waiting.cancel()
         if stop.is_set():
             return 0
-    sticky = worker.config().get("sticky_queue_schedule_to_start_timeout")
-    sticky_s = f", {STICKY}{sticky.total_seconds():g}" if sticky is not None else ""
+    config = worker.config()
+    sticky = config.get("sticky_queue_schedule_to_start_timeout")
+    facts = {
+        "identity": config.get("identity") or client.identity,
+        "sticky_s": sticky.total_seconds() if sticky is not None else None,
+    }
     async with worker:
         crash = f", will SIGKILL itself at {point}" if point else ""
-        print(f"{READY} pid {os.getpid()}, task queue {args.task_queue}{crash}{sticky_s}",
-              file=sys.stderr, flush=True)  # fmt: skip
+        print(f"{READY} pid {os.getpid()}, task queue {args.task_queue}{crash};{FACTS}"
+              f"{json.dumps(facts)}", file=sys.stderr, flush=True)  # fmt: skip
         await stop.wait()
     return 0
 
