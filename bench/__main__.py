@@ -1,5 +1,8 @@
 """`python -m bench [--json PATH] [--quick]`: what a checkpoint, a step and a recovery cost.
 
+`python -m bench --crashtest`: how long a whole crash test takes, fast-forwarded and with
+`--real-timeouts`, and how it grows with the number of boundaries.
+
 Every figure is measured in this one run, on the same Postgres and Temporal server, so the ratios
 between them hold even on a shared, noisy machine where absolute times drift.
 """
@@ -41,13 +44,18 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--recoveries", type=int, default=None, help="killed workers (5)")
     parser.add_argument("--runs", type=int, default=None, help="runs for throughput (200)")
     parser.add_argument("--postgres-only", action="store_true", help="skip the Temporal figures")
+    crash = parser.add_argument_group("crash test speed (python -m bench --crashtest)")
+    crash.add_argument("--crashtest", action="store_true", help="measure crash tests instead")
+    crash.add_argument("--crashtest-runs", type=int, default=None,
+                       help="whole crash tests per target and mode (3)")  # fmt: skip
+    crash.add_argument("--sizes", default="5,20,50", help="boundaries of the growing workflow")
     scale = parser.add_argument_group("scale: how cost grows (python -m bench --scale)")
     scale.add_argument("--scale", action="store_true", help="measure growth instead (minutes)")
     scale.add_argument("--history", default="0,5000,20000", help="completed runs (0,5000,20000)")
     scale.add_argument("--in-flight", default="1,50,500", help="runs at once (1,50,500)")
     scale.add_argument("--journal-rows", default="10000,1000000", help="(10000,1000000)")
     args = parser.parse_args()
-    for name in ("history", "in_flight", "journal_rows"):
+    for name in ("history", "in_flight", "journal_rows", "sizes"):
         try:
             numbers = [int(x) for x in getattr(args, name).split(",") if x.strip()]
         except ValueError:
@@ -55,7 +63,7 @@ def parse_args() -> argparse.Namespace:
         if not numbers or min(numbers) < 0 or numbers != sorted(numbers):
             parser.error(f"--{name.replace('_', '-')}: ascending numbers, none negative")
         setattr(args, name, numbers)
-    for name in ("n", "temporal_n", "recoveries", "runs"):
+    for name in ("n", "temporal_n", "recoveries", "runs", "crashtest_runs"):
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
@@ -101,11 +109,38 @@ async def scale(args: argparse.Namespace) -> int:
     return 0
 
 
+async def crashtests(args: argparse.Namespace) -> int:
+    from bench.crashtest_speed import GROCERY, PAYMENTS, Timing, measure, ratios, sequence, table
+
+    runs = args.crashtest_runs or (1 if args.quick else 3)
+    env = dict(
+        without_crash_at(os.environ), DATABASE_URL=database_url(),
+        TEMPORAL_ADDRESS=temporal_address(),
+    )  # fmt: skip
+    out = data_dir() / "bench" / f"crashtest-{time.strftime('%Y%m%d-%H%M%S')}"
+    out.mkdir(parents=True, exist_ok=True)
+    timings: list[Timing] = []
+    for target, command, n in (
+        ("grocery agent", GROCERY, runs),
+        ("payments example, unkeyed", PAYMENTS, runs),
+        *((f"sequence of {size} charges", sequence(size), 1) for size in args.sizes),
+    ):
+        timings += await measure(target, command, env, n, out, progress)
+    print(table(timings))
+    print()
+    print("\n".join(ratios(timings)))
+    if args.json:
+        args.json.write_text(json.dumps([t.model_dump() for t in timings], indent=2) + "\n")
+    return 0
+
+
 async def main(args: argparse.Namespace) -> int:
     # A line per effect of thousands of benchmark runs would bury the progress lines.
     logging.getLogger(EFFECTS_LOGGER).setLevel(logging.WARNING)
     if args.scale:
         return await scale(args)
+    if args.crashtest:
+        return await crashtests(args)
     quick = args.quick
     n = args.n or (200 if quick else 2000)
     temporal_n = args.temporal_n or (5 if quick else 100)

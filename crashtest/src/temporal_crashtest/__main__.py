@@ -44,6 +44,7 @@ from typing import Any
 from temporal_crashtest.connect import ServerUnreachable, connect
 from temporal_crashtest.devserver import LOCAL_SERVER, DevServerError, PrivateDevServer, listening
 from temporal_crashtest.exits import EXIT_ALL_MATCH, EXIT_BAD_INPUT, EXIT_SOME_DIFFER, exit_now
+from temporal_crashtest.forkserver import fork_here
 from temporal_crashtest.loading import (
     LoadError,
     load_callable,
@@ -189,7 +190,25 @@ def progress(done: int, total: int, cell: Cell) -> None:
     )
 
 
-async def crash_test(args: argparse.Namespace, inputs: Inputs, log_dir: Path) -> Report:
+async def start_forks(procs: Processes, args: argparse.Namespace,
+                      forked: tuple[int, int, int] | str) -> None:  # fmt: skip
+    """The fork server forked from this command, else one started afresh (which imports the
+    workers' code again), else none: say why."""
+    if isinstance(forked, tuple):
+        why = await procs.adopt_fork_server(*forked)
+    else:
+        imports = ["--worker", args.worker]
+        imports += ["--data-converter", args.data_converter] if args.data_converter else []
+        imports += [f"--plugin={p}" for p in args.plugin]
+        why = await procs.start_fork_server(imports)
+        why = None if why is None else f"{forked}; {why}"
+    if why is not None:
+        say(f"every worker starts afresh (none can be forked: {why})")
+
+
+async def crash_test(
+    args: argparse.Namespace, inputs: Inputs, log_dir: Path, forked: tuple[int, int, int] | str
+) -> Report:
     started = time.monotonic()
     server = None
     address = args.address or os.environ.get("TEMPORAL_ADDRESS")
@@ -202,18 +221,14 @@ async def crash_test(args: argparse.Namespace, inputs: Inputs, log_dir: Path) ->
         say(f"no Temporal at {':'.join(map(str, LOCAL_SERVER))}: a private dev server on {address}")
     procs = Processes(log_dir, os.environ)
     try:
-        imports = ["--worker", args.worker]
-        imports += ["--data-converter", args.data_converter] if args.data_converter else []
-        imports += [f"--plugin={p}" for p in args.plugin]
-        forks = asyncio.ensure_future(procs.start_fork_server(imports))
+        forks = asyncio.ensure_future(start_forks(procs, args, forked))
         client = await connect(
             address,
             namespace=args.namespace,
             data_converter=load_data_converter(args.data_converter),
             plugins=load_plugins(args.plugin),
         )
-        if (why := await forks) is not None:
-            say(f"every worker starts afresh (none can be forked: {why})")
+        await forks
         runner = Runner(
             client, address, procs, inputs.observe, drive=inputs.drive,
             namespace=args.namespace, deadline_s=args.deadline_s,
@@ -251,15 +266,14 @@ async def crash_test(args: argparse.Namespace, inputs: Inputs, log_dir: Path) ->
     return report
 
 
-async def main(args: argparse.Namespace) -> int:
-    inputs = check_inputs(args)
+async def main(args: argparse.Namespace, inputs: Inputs, forks: tuple[int, int, int] | str) -> int:
     log_dir = args.logs or Path(tempfile.mkdtemp(prefix="crashtest-"))
     log_dir.mkdir(parents=True, exist_ok=True)
     task = asyncio.current_task()
     assert task is not None
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel, "SIGTERM")
     try:
-        report = await crash_test(args, inputs, log_dir)
+        report = await crash_test(args, inputs, log_dir, forks)
     except CrashTestError as err:
         raise CrashTestError(f"{err}; the workers' logs are in {log_dir}") from None
     except (CrashPointError, ServerUnreachable):  # bad input: there is nothing worth keeping
@@ -288,7 +302,9 @@ async def main(args: argparse.Namespace) -> int:
 def cli() -> None:
     args = parse_args()
     try:
-        code = asyncio.run(main(args))
+        inputs = check_inputs(args)
+        # The workers' code is imported now, and no thread runs yet: fork the fork server here.
+        code = asyncio.run(main(args, inputs, fork_here()))
     except (LoadError, CrashPointError, CrashTestError, ServerUnreachable, DevServerError) as err:
         print(f"crashtest: error: {err}", file=sys.stderr)
         code = EXIT_BAD_INPUT

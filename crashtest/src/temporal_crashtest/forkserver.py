@@ -34,22 +34,53 @@ REAP_EVERY_S = 0.02  # how soon a worker's end is reported
 
 
 def import_target(factory: str, data_converter: str | None, plugins: list[str]) -> None:
-    """Import everything a worker process of this target imports before it connects, and hash
-    it into the default build id (a Worker given none hashes every loaded module's code, 0.15 s
-    of CPU per worker: the hash is kept for the process, so each fork inherits it).
-
-    The hash is `temporalio.worker._worker.load_default_build_id` (not public; temporalio
-    1.35-1.x): without it each worker hashes for itself, as it would anyway."""
-    import temporalio.worker._worker as sdk_worker
-
+    """Import everything a worker process of this target imports before it connects."""
     import temporal_crashtest.worker  # noqa: F401  (temporalio's client and worker with it)
 
     load_callable(factory, "--worker")
     load_data_converter(data_converter)
     load_plugins(plugins)
+
+
+def _hash_the_code() -> None:
+    """Hash the loaded code into the default build id once: a Worker given no build id hashes
+    every loaded module's code (0.15 s of CPU per worker); the hash is kept for the process, so
+    each fork inherits it. The hash is `temporalio.worker._worker.load_default_build_id` (not
+    public; temporalio 1.35-1.x): without it each worker hashes for itself, as it would anyway."""
+    import temporalio.worker._worker as sdk_worker
+
     hash_the_code = getattr(sdk_worker, "load_default_build_id", None)
     if callable(hash_the_code):
         hash_the_code()
+
+
+def fork_here() -> tuple[int, int, int] | str:
+    """Fork a fork server from this process, which has imported the workers' code already (the
+    crash test's command, before it starts any thread): (its pid, the fd to write requests to,
+    the fd to read answers from), or why this process cannot fork."""
+    unsafe = why_unsafe()
+    if unsafe is not None:
+        return unsafe
+    requests_in, requests_out = os.pipe()
+    answers_in, answers_out = os.pipe()
+    parent = os.getpid()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        os.close(requests_in)
+        os.close(answers_out)
+        return pid, requests_out, answers_in
+    try:
+        os.close(requests_out)
+        os.close(answers_in)
+        die_with_parent(parent)
+        _hash_the_code()
+        with os.fdopen(requests_in, "r") as requests, os.fdopen(answers_out, "w") as answers:
+            _answer(answers, {"ready": True})
+            serve(requests, answers)
+    finally:
+        os._exit(0)
 
 
 def why_unsafe() -> str | None:
@@ -118,6 +149,7 @@ def _reap(out: IO[str]) -> None:
 
 def serve(requests: IO[str], out: IO[str]) -> None:
     """Fork a worker per request until the requests end; then wait for every worker to end."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the crash test stops its workers
     me = os.getpid()
     buffered = ""
     fd = requests.fileno()
@@ -158,6 +190,7 @@ def main() -> None:
     if unsafe is not None:
         _answer(sys.stdout, {"unsafe": unsafe})
         os._exit(0)
+    _hash_the_code()
     _answer(sys.stdout, {"ready": True})
     serve(sys.stdin, sys.stdout)
     os._exit(0)

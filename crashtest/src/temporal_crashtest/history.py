@@ -470,8 +470,10 @@ async def progress_of(
         for a in raw.pending_activities:
             timed_out = a.last_failure.HasField("timeout_failure_info")
             killed = a.last_failure.application_failure_info.type == WORKER_KILLED
-            if a.attempt >= FAILING_ATTEMPTS and a.last_failure.message and not (
-                timed_out or killed
+            if (
+                a.attempt >= FAILING_ATTEMPTS
+                and a.last_failure.message
+                and not (timed_out or killed)
             ):
                 first = with_likely_cause(a.last_failure.message)
                 return Progress(stuck=f"activity {a.activity_type.name}{what} fails on every "

@@ -62,31 +62,47 @@ class Forked:
 
 
 class ForkServer:
-    """The crash test's side of `python -m temporal_crashtest.forkserver`."""
+    """The crash test's side of a fork server (`temporal_crashtest.forkserver`): a process of its
+    own, or one forked from this process (`forkserver.fork_here`)."""
 
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+    def __init__(
+        self, proc: Child, requests: asyncio.StreamWriter, answers: asyncio.StreamReader
+    ) -> None:
         self.proc = proc
+        self.requests = requests
+        self.answers = answers
         self._pids: asyncio.Queue[int] = asyncio.Queue()
         self._children: dict[int, Forked] = {}
         self._lock = asyncio.Lock()
         self._reader: asyncio.Task[None] | None = None
 
+    @classmethod
+    async def adopt(cls, pid: int, requests_fd: int, answers_fd: int) -> ForkServer:
+        """The fork server this process forked (it is this process's child: it is reaped when
+        its answers end)."""
+        loop = asyncio.get_running_loop()
+        answers = asyncio.StreamReader()
+        await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(answers), os.fdopen(answers_fd, "rb")
+        )
+        transport, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, os.fdopen(requests_fd, "wb")
+        )
+        requests = asyncio.StreamWriter(transport, protocol, None, loop)
+        return cls(Forked(pid), requests, answers)
+
     async def ready(self) -> str | None:
         """Wait for the imports; None once it forks, else why it cannot."""
-        assert self.proc.stdout is not None
-        line = await self.proc.stdout.readline()
+        line = await self.answers.readline()
         try:
             answer = json.loads(line) if line else {"unsafe": "it exited on start"}
         except ValueError:
             answer = {"unsafe": f"it said {line[:200]!r}"}
-        if not answer.get("ready"):
-            return str(answer.get("unsafe", answer))
-        self._reader = asyncio.ensure_future(self._read())
-        return None
+        self._reader = asyncio.ensure_future(self._read())  # and reaps it when it ends
+        return None if answer.get("ready") else str(answer.get("unsafe", answer))
 
     async def _read(self) -> None:
-        assert self.proc.stdout is not None
-        while line := await self.proc.stdout.readline():
+        while line := await self.answers.readline():
             answer: dict[str, Any] = json.loads(line)
             if "pid" in answer:
                 self._pids.put_nowait(int(answer["pid"]))
@@ -96,13 +112,15 @@ class ForkServer:
                     child.ended(int(answer["code"]))
         for child in self._children.values():  # the fork server is gone, and its workers with it
             child.ended(-signal.SIGKILL)
+        if isinstance(self.proc, Forked):  # this process's own child: reap it
+            _, status = await asyncio.to_thread(os.waitpid, self.proc.pid, 0)
+            self.proc.ended(os.waitstatus_to_exitcode(status))
 
     async def fork(self, log: Path, args: list[str], env: Mapping[str, str]) -> Forked:
-        assert self.proc.stdin is not None
         async with self._lock:  # answers come in the order of the requests
             request = {"log": str(log), "args": args, "env": dict(env)}
-            self.proc.stdin.write((json.dumps(request) + "\n").encode())
-            await self.proc.stdin.drain()
+            self.requests.write((json.dumps(request) + "\n").encode())
+            await self.requests.drain()
             pid = await self._pids.get()
             child = self._children[pid] = Forked(pid)
         return child
@@ -150,12 +168,21 @@ class Processes:
         ready, else why it cannot fork (the workers are then started afresh)."""
         command = ["-m", "temporal_crashtest.forkserver", str(os.getpid()), *args]
         proc = await self._spawn("forkserver", command, {}, pipes=True)
-        server = ForkServer(proc)
+        assert proc.stdin is not None and proc.stdout is not None
+        return await self._use(ForkServer(proc, proc.stdin, proc.stdout))
+
+    async def adopt_fork_server(self, pid: int, requests_fd: int, answers_fd: int) -> str | None:
+        """Use the fork server this process forked (`forkserver.fork_here`)."""
+        server = await ForkServer.adopt(pid, requests_fd, answers_fd)
+        self.running[pid] = server.proc
+        return await self._use(server)
+
+    async def _use(self, server: ForkServer) -> str | None:
         why = await server.ready()
         if why is None:
             self.forks = server
         else:
-            await self.stop(proc)
+            await self.stop(server.proc)
         return why
 
     async def start_worker(self, name: str, args: list[str], **env: str) -> Child:
