@@ -33,6 +33,43 @@ def last_line(done: subprocess.CompletedProcess[str]) -> str:
     return done.stderr.strip().splitlines()[-1]
 
 
+def test_fast_forwarded_and_real_timeouts_agree_and_threads_forbid_forking(
+    app_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The unkeyed notes fail at both notes, fast-forwarded or waiting out the server's timeouts,
+    which wait on what the fast report says production waits on. A module that starts a thread
+    at import cannot be forked: every worker then starts afresh, with the same verdicts."""
+    threaded = [a.replace("notes_app:", "threaded_app:") for a in NOTES]
+    runs = {"fast": NOTES, "real": [*NOTES, "--real-timeouts"], "threaded": threaded}
+    procs = {}
+    for name, args in runs.items():
+        command = [sys.executable, "-m", "temporal_crashtest", "run", *args,
+                   "--json", str(tmp_path / f"{name}.json")]  # fmt: skip
+        procs[name] = subprocess.Popen(
+            command, env=app_env, cwd=tmp_path, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+    reports, errors = {}, {}
+    for name, proc in procs.items():
+        _, errors[name] = proc.communicate(timeout=180)
+        assert proc.returncode == 1, errors[name]
+        reports[name] = json.loads((tmp_path / f"{name}.json").read_text())
+    verdicts = {
+        name: [(c["crash_at"], c["matches"], c["diff"]) for c in report["cells"]]
+        for name, report in reports.items()
+    }
+    assert verdicts["fast"] == verdicts["real"] == verdicts["threaded"]
+    assert {point for point, ok, _ in verdicts["fast"] if not ok} == {
+        "after-effect:1",
+        "after-effect:2",
+    }
+    for fast, real in zip(reports["fast"]["cells"], reports["real"]["cells"], strict=True):
+        assert fast["fast_forward"] and not real["fast_forward"]
+        assert fast["waited_on"][0] == real["waited_on"][0], (fast, real)
+    assert "every worker starts afresh" not in errors["fast"]
+    assert "none can be forked: 2 threads are running after the imports" in errors["threaded"]
+
+
 def test_bad_input_is_one_line(app_env: dict[str, str], tmp_path: Path) -> None:
     """(The notes app's crash test itself runs in the plugin and install tests.)"""
     for change, message in [

@@ -210,14 +210,17 @@ def next_run(scope: str) -> str:
     return f"{head}@{int(run) + 1}"
 
 
-def _kill(site: CrashSite, where: str, in_flight: list[Stamp], attempts: list[Attempt]) -> None:
+def crash_line(site: CrashSite, where: str, in_flight: list[Stamp], attempts: list[Attempt]) -> str:
+    """What a worker prints as it kills itself (`read_crash_line` reads it back)."""
     running = json.dumps([{"scope": s.scope, "position": s.position} for s in in_flight])
     held = json.dumps([asdict(a) for a in attempts])
-    print(
-        f"CRASH {site} ({where}): SIGKILL pid {os.getpid()};{IN_FLIGHT}{running};{ATTEMPTS}{held}",
-        file=sys.stderr,
-        flush=True,
+    return (
+        f"CRASH {site} ({where}): SIGKILL pid {os.getpid()};{IN_FLIGHT}{running};{ATTEMPTS}{held}"
     )
+
+
+def _kill(site: CrashSite, where: str, in_flight: list[Stamp], attempts: list[Attempt]) -> None:
+    print(crash_line(site, where, in_flight, attempts), file=sys.stderr, flush=True)
     os.kill(os.getpid(), signal.SIGKILL)
 
 

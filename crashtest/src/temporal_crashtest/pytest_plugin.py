@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     from temporal_crashtest.report import Report
 
 MARKER = "crashtest"
-OPTIONS = ("points", "jobs", "deadline_s", "data_converter", "address", "env", "repeat", "plugins")
+OPTIONS = ("points", "jobs", "deadline_s", "data_converter", "address", "env", "repeat", "plugins",
+           "real_timeouts")  # fmt: skip
 
 
 class CrashTest(Protocol):
@@ -56,6 +57,7 @@ class CrashTest(Protocol):
         data_converter: str | None = None,
         address: str | None = None,
         env: Mapping[str, str] | None = None,
+        real_timeouts: bool | None = None,
         expect_all_match: bool = True,
     ) -> Report: ...
 
@@ -81,6 +83,8 @@ def _command(
     points = options.get("points")
     if points is not None:
         cmd += ["--points", points if isinstance(points, str) else ",".join(points)]
+    if options.get("real_timeouts"):
+        cmd += ["--real-timeouts"]
     for name in ("jobs", "deadline_s", "data_converter", "address", "repeat", "drive"):
         if options.get(name) is not None:
             cmd += [f"--{name.replace('_', '-')}", str(options[name])]
