@@ -94,6 +94,7 @@ def test_grocery_agent_with_and_without_keys(
     fast = {c["crash_at"]: (c["matches"], c["diff"]) for c in report["cells"]}
     slow = {c["crash_at"]: (c["matches"], c["diff"]) for c in real["cells"]}
     assert slow == fast
+
     def waits(cell: dict[str, Any]) -> set[str]:
         return {re.sub(r"(sticky queue timeout) [\d.]+ s", r"\1", w) for w in cell["waited_on"]}
 
