@@ -2,7 +2,7 @@
 
 Environment: TEMPORAL_ADDRESS (unset: the local dev server, started if needed), DATABASE_URL
 (unset: the embedded Postgres), TASK_QUEUE, KEY_STRATEGY (workflow | run | none),
-ORDER_BACKEND (postgres | grocer), GROCER_URL,
+ORDER_BACKEND (postgres | grocer), GROCER_URL, GROCER_API_KEY,
 GROCER_KEY_TTL_S, ORDER_EFFECT_CHECK, MODEL (stub | openai) and MODEL_*, STUB_MODEL_LATENCY_MS,
 STUB_MODEL_FAULT, METRICS_PORT (Prometheus /metrics, on METRICS_HOST, default 127.0.0.1),
 LOG_FORMAT (text | json). SIGTERM or Ctrl-C shuts down gracefully:

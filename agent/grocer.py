@@ -1,12 +1,15 @@
 """The agent's client for the grocer's API, and when to look an order up before placing it.
 
-A 429, a 5xx, a dropped connection or a timeout is `GrocerUnavailable`: worth retrying (Temporal
-retries the activity). Any other 4xx is `GrocerRefused`: retrying the same request will not
-help, so the run fails with the grocer's own reason.
+Every request carries the account's key (GROCER_API_KEY). What an answer means is read from its
+status, whatever its body: a 429, a 5xx, a dropped connection or a timeout is
+`GrocerUnavailable`: worth retrying (Temporal retries the activity). Any other 4xx (a wrong
+path's 404, a wrong key's 401) is `GrocerRefused`: retrying the same request will not help, so
+the run fails with the grocer's own reason.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -18,7 +21,7 @@ from pydantic import BaseModel
 from agent.data import OrderLine
 from infra.config import env_str, grocer_key_ttl_s, parse_choice
 from infra.errors import AgentError
-from infra.grocer_server import grocer_url
+from infra.grocer_server import grocer_api_key, grocer_url
 
 TIMEOUT_S = 10.0
 
@@ -29,6 +32,11 @@ class GrocerUnavailable(AgentError):
 
 class GrocerRefused(AgentError):
     """The grocer refused the request (a 4xx other than 429): trying again will not help."""
+
+
+class OrderNotOurs(AgentError):
+    """The grocer holds an order under this run's reference that is not the one this run
+    meant to place: confirming it would confirm someone else's order."""
 
 
 class GrocerOrder(BaseModel):
@@ -50,9 +58,10 @@ def key_may_have_expired(first_attempt_at: datetime, key_ttl_s: float) -> bool:
 
 
 class GrocerClient:
-    def __init__(self, base_url: str, timeout_s: float = TIMEOUT_S) -> None:
+    def __init__(self, base_url: str, api_key: str, timeout_s: float = TIMEOUT_S) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._auth = {"Authorization": f"Bearer {api_key}"}
         self._session: aiohttp.ClientSession | None = None
 
     def _http(self) -> aiohttp.ClientSession:
@@ -65,15 +74,21 @@ class GrocerClient:
             await self._session.close()
 
     async def place(self, reference: str, lines: list[OrderLine], key: str | None) -> GrocerOrder:
-        headers = {"Idempotency-Key": key} if key else {}
+        headers = {**self._auth, **({"Idempotency-Key": key} if key else {})}
         body = {"reference": reference, "lines": [line.model_dump() for line in lines]}
         data, replayed = await self._call("POST", "/orders", json=body, headers=headers)
         return GrocerOrder.model_validate({**data, "replayed": replayed})
 
     async def find(self, reference: str) -> list[GrocerOrder]:
         """The orders placed under `reference`, oldest first."""
-        data, _ = await self._call("GET", "/orders", params={"reference": reference})
-        return [GrocerOrder.model_validate(o) for o in data["orders"]]
+        data, _ = await self._call(
+            "GET", "/orders", params={"reference": reference}, headers=self._auth
+        )
+        try:
+            return [GrocerOrder.model_validate(o) for o in data["orders"]]
+        except (KeyError, TypeError, ValueError):
+            raise GrocerRefused(f"the grocer's answer to GET /orders is not a list of orders: "
+                                f"{str(data)[:200]}") from None  # fmt: skip
 
     async def _call(self, method: str, path: str, **kwargs: Any) -> tuple[Any, bool]:
         """The answer's body, and whether the grocer replayed an earlier answer to the key."""
@@ -82,13 +97,20 @@ class GrocerClient:
             async with self._http().request(method, url, **kwargs) as response:
                 status = response.status
                 replayed = response.headers.get("Idempotent-Replayed") == "true"
-                data = await response.json(content_type=None)
-        except (aiohttp.ClientError, TimeoutError, ValueError) as err:
+                text = await response.text(errors="replace")
+        except (aiohttp.ClientError, TimeoutError) as err:
             reason = str(err) or type(err).__name__
             raise GrocerUnavailable(f"no answer from the grocer at {url}: {reason}") from None
+        try:
+            data: Any = json.loads(text)
+        except ValueError:
+            data = None
+        if data is None and status < 300:
+            raise GrocerRefused(f"the grocer's answer to {method} {path} ({status}) is not JSON: "
+                                f"{text[:200]!r}")  # fmt: skip
         if status < 300:
             return data, replayed
-        error = data.get("error", data) if isinstance(data, dict) else data
+        error = data.get("error", data) if isinstance(data, dict) else (data or text[:200])
         if status == 429 or status >= 500:
             raise GrocerUnavailable(f"the grocer answered {status}: {error}")
         raise GrocerRefused(f"the grocer refused {method} {path} ({status}): {error}")
@@ -115,7 +137,8 @@ def grocer_from_env() -> Grocer | None:
     if backend is OrderBackend.POSTGRES:
         return None
     check = parse_choice(Switch, env_str("ORDER_EFFECT_CHECK") or "on", "ORDER_EFFECT_CHECK")
-    return Grocer(GrocerClient(grocer_url()), grocer_key_ttl_s(), effect_check=check is Switch.ON)
+    client = GrocerClient(grocer_url(), grocer_api_key())
+    return Grocer(client, grocer_key_ttl_s(), effect_check=check is Switch.ON)
 
 
 class Switch(StrEnum):

@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from agent.data import Choice, EmailSent, OrderLine, OrderPlaced, PantryReport, Plan, Summary
 from agent.effects import insert_once, log_effect
-from agent.grocer import Grocer, key_may_have_expired
+from agent.grocer import Grocer, GrocerOrder, OrderNotOurs, key_may_have_expired
 from agent.guardrails import check_choice
 from agent.llm import Model, call_model, make_prompt
 from infra.metrics import EffectEvent
@@ -110,6 +110,23 @@ def order_reference(run_id: str) -> str:
     return f"{run_id}:{PLACE_ORDER.number}"
 
 
+def _described(lines: list[OrderLine]) -> str:
+    return ", ".join(f"{line.quantity} x {line.item}" for line in lines)
+
+
+def ours(found: list[GrocerOrder], lines: list[OrderLine], reference: str) -> GrocerOrder:
+    """The order found under `reference` that is the one this step places: the same lines, as
+    the request it would send. Any other is not confirmed: `OrderNotOurs`, naming both."""
+    for order in found:
+        if order.lines == lines:
+            return order
+    raise OrderNotOurs(
+        f"the grocer holds {len(found)} order(s) under reference {reference} and none is the "
+        f"one this run places: found {_described(found[0].lines)}; this run orders "
+        f"{_described(lines)}"
+    )
+
+
 async def place_order(
     conn: psycopg.AsyncConnection,
     run_id: str,
@@ -121,7 +138,7 @@ async def place_order(
     """Place the order, in our own table or at the grocer. With a key, a repeat returns the
     first order instead of a new one. At the grocer a key lives only its TTL: when the first
     attempt is older than that, the order is first looked up by its reference (the effect
-    check), and placed only if it is not there."""
+    check), and placed only if it is not there; one found counts only if it is this order."""
     if grocer is None:
         items = Jsonb([line.model_dump() for line in lines])
         order_id, stored = await insert_once(
@@ -136,9 +153,10 @@ async def place_order(
     ):
         found = await grocer.client.find(reference)
         if found:
-            log_effect(EffectEvent.DUPLICATE_REFUSED, GROCER_ORDERS, key, found[0].id,
+            order = ours(found, lines, reference)
+            log_effect(EffectEvent.DUPLICATE_REFUSED, GROCER_ORDERS, key, order.id,
                        run_id=run_id, how=f"found by reference {reference}")  # fmt: skip
-            return OrderPlaced(order_id=found[0].id, lines=found[0].lines)
+            return OrderPlaced(order_id=order.id, lines=order.lines)
     order = await grocer.client.place(reference, lines, key)
     if order.replayed:
         log_effect(EffectEvent.DUPLICATE_REFUSED, GROCER_ORDERS, key, order.id, run_id=run_id,

@@ -154,7 +154,7 @@ class Lab:
         if self.grocer is None:
             self.grocer = LabGrocer(self.procs, KEY_TTL_S)
             await self.grocer.start()
-        grocer = Grocer(GrocerClient(self.grocer.url), KEY_TTL_S)
+        grocer = Grocer(GrocerClient(self.grocer.url, self.grocer.api_key), KEY_TTL_S)
 
         async def observe(workflow_id: str) -> dict[str, Any]:
             async with self.pool.connection() as conn:
@@ -164,7 +164,8 @@ class Lab:
         target = replace(
             grocery_target("workflow"),
             env={"KEY_STRATEGY": "workflow", "ORDER_BACKEND": "grocer",
-                 "GROCER_URL": self.grocer.url, "GROCER_KEY_TTL_S": str(KEY_TTL_S),
+                 "GROCER_URL": self.grocer.url, "GROCER_API_KEY": self.grocer.api_key,
+                 "GROCER_KEY_TTL_S": str(KEY_TTL_S),
                  "ORDER_EFFECT_CHECK": "on" if checked else "off"},
             resume_after_s=KEY_TTL_S,
         )  # fmt: skip

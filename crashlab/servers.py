@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import signal
 import subprocess
 import time
@@ -127,11 +128,12 @@ class LabGrocer:
         self.key_ttl_s = key_ttl_s
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.api_key = secrets.token_urlsafe(24)  # the lab's one account
 
     async def start(self) -> str:
         proc = await self.procs.start(
             f"grocer-{self.port}", ["-m", "grocer", "--port", str(self.port)],
-            GROCER_KEY_TTL_S=str(self.key_ttl_s),
+            GROCER_KEY_TTL_S=str(self.key_ttl_s), GROCER_API_KEY=self.api_key,
         )  # fmt: skip
         deadline = time.monotonic() + RESTART_TIMEOUT_S
         while not listening("127.0.0.1", self.port):

@@ -1,7 +1,10 @@
-"""`python -m grocer [--host 127.0.0.1] [--port 8300]`: run the grocer in the foreground.
+"""`python -m grocer [--host 127.0.0.1] [--port 8300] [--test-mode]`: run the grocer.
 
-GROCER_KEY_TTL_S (default 86400): how long an idempotency key is remembered. DATABASE_URL (unset:
-the embedded Postgres) holds its tables, in the schema `grocer`. SIGTERM or Ctrl-C stops it.
+GROCER_API_KEY (one account) or GROCER_API_KEYS=ACCOUNT=KEY,... (required): the secret keys a
+request must carry. GROCER_KEY_TTL_S (default 86400): how long an idempotency key is remembered.
+DATABASE_URL (unset: the embedded Postgres) holds its tables, in the schema `grocer`.
+`--test-mode` takes faults to show (`POST /_faults`); never in production. SIGTERM or Ctrl-C
+stops it.
 """
 
 from __future__ import annotations
@@ -9,10 +12,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 
 from aiohttp import web
 
+from grocer.accounts import Accounts
 from grocer.app import make_app
 from grocer.faults import Faults
 from grocer.store import Store
@@ -29,6 +34,9 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m grocer", description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)
+    parser.add_argument(
+        "--test-mode", action="store_true", help="take faults (POST /_faults); not in production"
+    )
     args = parser.parse_args()
     if not 0 < args.port < 65536:
         parser.error("--port must be 1-65535")
@@ -37,11 +45,13 @@ def parse_args() -> argparse.Namespace:
 
 async def main(args: argparse.Namespace) -> int:
     ttl = grocer_key_ttl_s()
+    accounts = Accounts.from_env(os.environ)
     pool = await open_pool(database_url())
     try:
         store = Store(pool, ttl)
         await store.ensure_schema()
-        runner = web.AppRunner(make_app(store, Faults()), access_log=None)
+        app = make_app(store, accounts, Faults() if args.test_mode else None)
+        runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         try:
             await web.TCPSite(runner, args.host, args.port).start()
@@ -52,8 +62,8 @@ async def main(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        log.info("grocer ready on http://%s:%d (idempotency keys live %g s)",
-                 args.host, args.port, ttl)  # fmt: skip
+        log.info("grocer ready on http://%s:%d (idempotency keys live %g s%s)", args.host,
+                 args.port, ttl, "; test mode: takes faults" if args.test_mode else "")  # fmt: skip
         await stop.wait()
         await runner.cleanup()
     finally:

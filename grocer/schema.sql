@@ -8,10 +8,13 @@ create table if not exists grocer.orders (
     created_at timestamptz not null default now()
 );
 create index if not exists orders_reference on grocer.orders (reference);
+-- Every order belongs to the account whose key placed it; only that account finds it.
+alter table grocer.orders add column if not exists account text not null default 'default';
+create index if not exists orders_account_reference on grocer.orders (account, reference);
 
 -- An idempotency key is remembered for the TTL after its first use, then forgotten.
 create table if not exists grocer.idempotency_keys (
-    key          text primary key,
+    key          text primary key,     -- ACCOUNT/KEY: a key is the account's own
     request_hash text not null,        -- what the key was first used for
     order_id     bigint not null references grocer.orders (id),
     created_at   timestamptz not null default now()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from datetime import datetime
@@ -10,25 +11,35 @@ from importlib import resources
 import psycopg
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
+
+MAX_QUANTITY = 100
+MAX_LINES = 50
+# Printable text: no NUL or other control characters (Postgres text cannot hold NUL).
+PRINTABLE = r"^[^\x00-\x1f\x7f]+$"
+MAX_KEY_CHARS = 255
 
 _SCHEMA_LOCK_ID = 0x67726372  # "grcr": concurrent starts create the schema once
 
 
 class Line(BaseModel):
-    item: str = Field(min_length=1)
-    quantity: int = Field(ge=1)
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    item: str = Field(min_length=1, max_length=100, pattern=PRINTABLE)
+    quantity: StrictInt = Field(ge=1, le=MAX_QUANTITY)  # not "3", 2.0 or true
 
 
 class OrderRequest(BaseModel):
-    reference: str = Field(min_length=1)
-    lines: list[Line] = Field(min_length=1)
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    reference: str = Field(min_length=1, max_length=200, pattern=PRINTABLE)
+    lines: list[Line] = Field(min_length=1, max_length=MAX_LINES)
 
     def fingerprint(self) -> str:
         return hashlib.sha256(json.dumps(self.model_dump(), sort_keys=True).encode()).hexdigest()
 
 
-class Order(BaseModel):
+class Order(BaseModel):  # what the grocer answers: the account is the caller's own
     id: int
     reference: str
     lines: list[Line]
@@ -40,6 +51,11 @@ class KeyReused(Exception):
 
 
 _ORDER = "id, reference, lines, created_at"
+
+
+def _scoped(account: str, key: str) -> str:
+    """An idempotency key as stored: within its account (account names hold no `/`)."""
+    return f"{account}/{key}"
 
 
 def _order(row: tuple[object, ...]) -> Order:
@@ -58,16 +74,20 @@ class Store:
             await conn.execute("select pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_ID,))
             await conn.execute(sql)
 
-    async def place(self, request: OrderRequest, key: str | None) -> tuple[Order, bool]:
-        """The order, and whether it is a replay of an earlier request with the same key."""
+    async def place(
+        self, account: str, request: OrderRequest, key: str | None
+    ) -> tuple[Order, bool]:
+        """The account's order, and whether it is a replay of an earlier request with the same
+        key."""
         async with self.pool.connection() as conn, conn.transaction():
             if key is not None:
-                replay = await self._replay(conn, key, request)
+                replay = await self._replay(conn, account, key, request)
                 if replay is not None:
                     return replay, True
             cur = await conn.execute(
-                f"insert into grocer.orders (reference, lines) values (%s, %s) returning {_ORDER}",
-                (request.reference, Jsonb([line.model_dump() for line in request.lines])),
+                "insert into grocer.orders (account, reference, lines) values (%s, %s, %s)"
+                f" returning {_ORDER}",
+                (account, request.reference, Jsonb([line.model_dump() for line in request.lines])),
             )
             row = await cur.fetchone()
             assert row is not None
@@ -78,21 +98,22 @@ class Store:
                     " values (%s, %s, %s) on conflict (key) do update set"
                     " request_hash = excluded.request_hash, order_id = excluded.order_id,"
                     " created_at = now()",
-                    (key, request.fingerprint(), order.id),
+                    (_scoped(account, key), request.fingerprint(), order.id),
                 )
         return order, False
 
     async def _replay(
-        self, conn: psycopg.AsyncConnection, key: str, request: OrderRequest
+        self, conn: psycopg.AsyncConnection, account: str, key: str, request: OrderRequest
     ) -> Order | None:
         """The order a live key was used for (None if the key is new or expired)."""
+        scoped = _scoped(account, key)
         # Repeats of one key, at the same moment, wait for each other here.
-        await conn.execute("select pg_advisory_xact_lock(hashtextextended(%s, 7))", (key,))
+        await conn.execute("select pg_advisory_xact_lock(hashtextextended(%s, 7))", (scoped,))
         cur = await conn.execute(
             f"select k.request_hash, {', '.join('o.' + c for c in _ORDER.split(', '))}"
             " from grocer.idempotency_keys k join grocer.orders o on o.id = k.order_id"
             " where k.key = %s and k.created_at > now() - make_interval(secs => %s)",
-            (key, self.key_ttl_s),
+            (scoped, self.key_ttl_s),
         )
         row = await cur.fetchone()
         if row is None:
@@ -101,10 +122,20 @@ class Store:
             raise KeyReused(f"idempotency key {key!r} was used for another request")
         return _order(row[1:])
 
-    async def by_reference(self, reference: str) -> list[Order]:
+    async def by_reference(self, account: str, reference: str) -> list[Order]:
         async with self.pool.connection() as conn:
             cur = await conn.execute(
-                f"select {_ORDER} from grocer.orders where reference = %s order by id",
-                (reference,),
+                f"select {_ORDER} from grocer.orders where account = %s and reference = %s"
+                " order by id",
+                (account, reference),
             )
             return [_order(row) for row in await cur.fetchall()]
+
+    async def healthy(self) -> bool:
+        """Whether its database answers, within a second."""
+        try:
+            async with asyncio.timeout(1.0), self.pool.connection(timeout=1.0) as conn:
+                await conn.execute("select 1")
+        except (psycopg.Error, TimeoutError, OSError):
+            return False
+        return True

@@ -15,8 +15,11 @@ from infra.processes import listening, wait_until_gone, wait_until_listening
 STOP_TIMEOUT_S = 10
 
 
-def ensure_running(name: str, command: list[str], host: str, port: int) -> None:
-    """Start `command` (which listens on host:port) unless something listens there already."""
+def ensure_running(
+    name: str, command: list[str], host: str, port: int, env: dict[str, str] | None = None
+) -> None:
+    """Start `command` (which listens on host:port, with `env` added to this process's
+    environment) unless something listens there already."""
     if listening(host, port):
         return
     folder = data_dir()
@@ -31,6 +34,7 @@ def ensure_running(name: str, command: list[str], host: str, port: int) -> None:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
+                env={**os.environ, **(env or {})},
                 start_new_session=True,  # outlives this command, is not killed by its Ctrl-C
             )
         (folder / f"{name}.pid").write_text(str(proc.pid))

@@ -19,7 +19,7 @@ from psycopg.conninfo import make_conninfo
 from temporalio.client import Client
 
 from infra.db import connect_sync, database_url, ensure_schema_sync
-from tests.helpers import ROOT, WorkerProcess, child_env
+from tests.helpers import GROCER_API_KEYS, ROOT, WorkerProcess, child_env
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -64,13 +64,15 @@ GROCER_TTL_S = 1.0
 
 @pytest.fixture(scope="session")
 def grocer_url(db_url: str) -> Iterator[str]:
-    """`python -m grocer` on a free port, its keys living GROCER_TTL_S."""
+    """`python -m grocer --test-mode` on a free port, its keys living GROCER_TTL_S, with two
+    accounts (helpers.GROCER_API_KEYS)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = int(probe.getsockname()[1])
     proc = subprocess.Popen(
-        [sys.executable, "-m", "grocer", "--port", str(port)],
-        cwd=ROOT, env=child_env(db_url, GROCER_KEY_TTL_S=str(GROCER_TTL_S)),
+        [sys.executable, "-m", "grocer", "--port", str(port), "--test-mode"],
+        cwd=ROOT, env=child_env(db_url, GROCER_KEY_TTL_S=str(GROCER_TTL_S),
+                                GROCER_API_KEYS=GROCER_API_KEYS),
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     deadline = time.monotonic() + 30

@@ -29,10 +29,18 @@ def new_run_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
+# The test grocer's two accounts: the household's (every agent in the tests) and a stranger's.
+GROCER_API_KEY = "household-account-key-0123456789"
+STRANGER_API_KEY = "stranger-account-key-9876543210"
+GROCER_API_KEYS = f"household={GROCER_API_KEY},stranger={STRANGER_API_KEY}"
+
+
 def child_env(db_url: str, **extra: str) -> dict[str, str]:
-    """The environment for a child process: the test's database, and no inherited CRASH_AT."""
+    """The environment for a child process: the test's database, the test grocer's household
+    key, and no inherited CRASH_AT."""
     env = {k: v for k, v in os.environ.items() if k != "CRASH_AT"}
     env["DATABASE_URL"] = db_url
+    env["GROCER_API_KEY"] = GROCER_API_KEY
     env.update(extra)
     return env
 

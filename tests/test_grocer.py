@@ -4,16 +4,33 @@ their TTL and no longer, its faults look like a real store's."""
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
+from typing import Any
 
+import aiohttp
+import psycopg
 import pytest
 
 from agent.data import OrderLine
 from agent.grocer import GrocerClient, GrocerRefused, GrocerUnavailable
+from infra.processes import free_port, listening
 from tests.conftest import GROCER_TTL_S as TTL_S
-from tests.helpers import assert_one_line_error, child_env, run_python
+from tests.helpers import (
+    GROCER_API_KEY,
+    ROOT,
+    STRANGER_API_KEY,
+    assert_one_line_error,
+    child_env,
+    run_python,
+)
 
+AUTH = {"Authorization": f"Bearer {GROCER_API_KEY}"}
 MILK = [OrderLine(item="milk", quantity=2)]
 EGGS = [OrderLine(item="eggs", quantity=1)]
 
@@ -23,7 +40,7 @@ def ref() -> str:
 
 
 async def test_a_key_repeats_its_order_within_the_ttl_and_not_after(grocer_url: str) -> None:
-    grocer = GrocerClient(grocer_url)
+    grocer = GrocerClient(grocer_url, GROCER_API_KEY)
     try:
         reference, key = ref(), uuid.uuid4().hex
         first = await grocer.place(reference, MILK, key)
@@ -42,9 +59,9 @@ async def test_a_key_repeats_its_order_within_the_ttl_and_not_after(grocer_url: 
 
 
 async def test_faults_look_like_a_real_store(grocer_url: str) -> None:
-    grocer = GrocerClient(grocer_url)
+    grocer = GrocerClient(grocer_url, GROCER_API_KEY)
     try:
-        async with grocer._http().post(f"{grocer_url}/_faults", json={
+        async with grocer._http().post(f"{grocer_url}/_faults", headers=AUTH, json={
             "next": ["error", "rate-limit", "refuse", "drop-after-store", "slow:300"]
         }) as response:  # fmt: skip
             assert response.status == 200
@@ -73,3 +90,129 @@ def test_a_busy_port_is_one_line(grocer_url: str, db_url: str) -> None:
     assert_one_line_error(done, f"the grocer cannot listen on 127.0.0.1:{port}")
     bad_ttl = run_python(["-m", "grocer"], child_env(db_url, GROCER_KEY_TTL_S="forever"))
     assert_one_line_error(bad_ttl, "GROCER_KEY_TTL_S='forever' is not a number")
+
+
+GOOD = {"reference": "probe", "lines": [{"item": "milk", "quantity": 2}]}
+
+
+def with_line(**line: object) -> dict[str, object]:
+    return {"reference": "probe", "lines": [{"item": "milk", "quantity": 2, **line}]}
+
+
+# (what is tried, method, path, the request's keyword arguments, the key it carries)
+PROBES: list[tuple[str, str, str, dict[str, Any], str | None]] = [
+    ("no key", "POST", "/orders", {"json": GOOD}, None),
+    ("a wrong key", "POST", "/orders", {"json": GOOD}, "not-the-key-0123456789"),
+    ("no key, finding", "GET", "/orders?reference=probe", {}, None),
+    ("a quantity as text", "POST", "/orders", {"json": with_line(quantity="3")}, GROCER_API_KEY),
+    ("a quantity as float", "POST", "/orders", {"json": with_line(quantity=2.0)}, GROCER_API_KEY),
+    ("a quantity as bool", "POST", "/orders", {"json": with_line(quantity=True)}, GROCER_API_KEY),
+    ("a huge quantity", "POST", "/orders", {"json": with_line(quantity=10**6)}, GROCER_API_KEY),
+    ("NUL in an item", "POST", "/orders", {"json": with_line(item="mi\x00lk")}, GROCER_API_KEY),
+    ("NUL in a reference", "POST", "/orders",
+     {"json": {**GOOD, "reference": "pro\x00be"}}, GROCER_API_KEY),
+    ("a field too many", "POST", "/orders", {"json": with_line(price=1)}, GROCER_API_KEY),
+    ("too many lines", "POST", "/orders",
+     {"json": {"reference": "probe", "lines": [{"item": f"i{n}", "quantity": 1}
+                                                for n in range(51)]}}, GROCER_API_KEY),
+    ("a body that is not JSON", "POST", "/orders", {"data": b"{not json"}, GROCER_API_KEY),
+    ("a body too large", "POST", "/orders", {"data": b"x" * 100_000}, GROCER_API_KEY),
+    ("an empty key", "POST", "/orders",
+     {"json": GOOD, "headers": {"Idempotency-Key": ""}}, GROCER_API_KEY),
+    ("an 8,000-byte key", "POST", "/orders",
+     {"json": GOOD, "headers": {"Idempotency-Key": "k" * 8000}}, GROCER_API_KEY),
+    ("a latin-1 key", "POST", "/orders",
+     {"json": GOOD, "headers": {"Idempotency-Key": "caf\xe9"}}, GROCER_API_KEY),
+    ("a tab in a key", "POST", "/orders",
+     {"json": GOOD, "headers": {"Idempotency-Key": "k\tx"}}, GROCER_API_KEY),
+    ("an empty reference", "GET", "/orders?reference=", {}, GROCER_API_KEY),
+    ("NUL in a reference, finding", "GET", "/orders?reference=a%00b", {}, GROCER_API_KEY),
+    ("a path it does not serve", "GET", "/nope", {}, GROCER_API_KEY),
+    ("a method it does not take", "PUT", "/orders", {"json": GOOD}, GROCER_API_KEY),
+]  # fmt: skip
+
+
+def order_count(db_url: str) -> int:
+    with psycopg.connect(db_url) as conn:
+        row = conn.execute("select count(*) from grocer.orders").fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+async def test_every_probe_is_answered_4xx_with_json_and_changes_nothing(
+    grocer_url: str, db_url: str
+) -> None:
+    before = order_count(db_url)
+    async with aiohttp.ClientSession() as http:
+        async with http.delete(f"{grocer_url}/_faults", headers=AUTH) as response:
+            assert response.status == 200  # none left by another test: every answer is the probe's
+        for what, method, path, kwargs, key in PROBES:
+            headers = {**({"Authorization": f"Bearer {key}"} if key else {}),
+                       **kwargs.pop("headers", {})}  # fmt: skip
+            async with http.request(method, f"{grocer_url}{path}", headers=headers,
+                                    **kwargs) as response:  # fmt: skip
+                body = await response.json(content_type=None)
+                assert 400 <= response.status < 500, (what, response.status, body)
+                assert isinstance(body, dict) and body.get("error"), (what, body)
+        async with http.get(f"{grocer_url}/health") as response:
+            assert response.status == 200 and (await response.json())["ok"] is True
+    assert order_count(db_url) == before
+
+
+async def test_an_account_sees_and_replays_only_its_own_orders(grocer_url: str) -> None:
+    ours = GrocerClient(grocer_url, GROCER_API_KEY)
+    theirs = GrocerClient(grocer_url, STRANGER_API_KEY)
+    try:
+        reference, key = ref(), uuid.uuid4().hex
+        mine = await ours.place(reference, MILK, key)
+        assert await theirs.find(reference) == []  # a stranger cannot see it under our reference
+        other = await theirs.place(reference, MILK, key)  # nor replay our key: its own order
+        assert other.id != mine.id and not other.replayed
+        assert [o.id for o in await ours.find(reference)] == [mine.id]
+    finally:
+        await ours.close()
+        await theirs.close()
+
+
+async def test_faults_are_bounded_and_can_be_cleared(grocer_url: str) -> None:
+    async with aiohttp.ClientSession(headers=AUTH) as http:
+        for faults in (["slow:inf"], ["slow:nan"], ["slow:60000"], ["error"] * 101, [3]):
+            async with http.post(f"{grocer_url}/_faults", json={"next": faults}) as response:
+                assert response.status == 400, faults
+        async with http.post(f"{grocer_url}/_faults", json={"next": ["error"]}) as response:
+            assert (await response.json())["coming"] == 1
+        async with http.delete(f"{grocer_url}/_faults") as response:
+            assert (await response.json())["coming"] == 0
+
+
+def test_a_grocer_not_in_test_mode_takes_no_faults(db_url: str) -> None:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "grocer", "--port", str(port)], cwd=ROOT,
+        env=child_env(db_url), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while not listening("127.0.0.1", port):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/_faults", data=b'{"next": ["error"]}', method="POST",
+            headers=AUTH,
+        )  # fmt: skip
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=5)
+        assert refused.value.code == 404  # not in production
+        assert json.loads(refused.value.read())["error"]
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_a_grocer_without_a_key_or_with_a_weak_one_does_not_start(db_url: str) -> None:
+    env = {k: v for k, v in child_env(db_url).items() if not k.startswith("GROCER_API_KEY")}
+    done = run_python(["-m", "grocer", "--port", str(free_port())], env, timeout=30)
+    assert_one_line_error(done, "the grocer needs at least one account: set GROCER_API_KEY")
+    weak = run_python(["-m", "grocer", "--port", str(free_port())],
+                      {**env, "GROCER_API_KEY": "change-me"}, timeout=30)  # fmt: skip
+    assert_one_line_error(weak, "a key of 9 characters is too easy to guess")

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import http.server
 import json
+import threading
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -18,7 +21,9 @@ from temporalio.workflow import NondeterminismError
 
 from starter import this_week
 from tests.helpers import (
+    GROCER_API_KEY,
     RESULT_TIMEOUT_S,
+    STRANGER_API_KEY,
     WorkerProcess,
     assert_one_line_error,
     child_env,
@@ -27,6 +32,7 @@ from tests.helpers import (
     run_python,
     state,
 )
+from tests.conftest import GROCER_TTL_S as TTL_S
 from tests.reordered_workflow import ReorderedGroceryAgentWorkflow
 from workflows.grocery import GroceryAgentWorkflow
 
@@ -161,11 +167,16 @@ def test_starter_rejects_a_bad_week(db_url: str, temporal_address: str) -> None:
 
 
 def grocer_faults(grocer_url: str, *faults: str) -> None:
-    request = urllib.request.Request(
-        f"{grocer_url}/_faults", data=json.dumps({"next": list(faults)}).encode(), method="POST"
-    )
-    with urllib.request.urlopen(request, timeout=5) as response:
-        assert response.status == 200
+    """The grocer's coming order requests show these faults (and only these: none is left
+    from before)."""
+    auth = {"Authorization": f"Bearer {GROCER_API_KEY}"}
+    body = json.dumps({"next": list(faults)}).encode()
+    for request in (
+        urllib.request.Request(f"{grocer_url}/_faults", method="DELETE", headers=auth),
+        urllib.request.Request(f"{grocer_url}/_faults", method="POST", headers=auth, data=body),
+    ):
+        with urllib.request.urlopen(request, timeout=5) as response:
+            assert response.status == 200
 
 
 async def test_the_grocer_slowing_us_down_is_retried(
@@ -201,3 +212,95 @@ async def test_an_order_the_grocer_refuses_fails_the_run_at_once(
     workflow_id = f"grocery-{household}-{this_week()}"
     assert await attempts(client, workflow_id) == [1, 1, 1, 1]  # not retried
     assert state(db, workflow_id).emails == []
+
+
+def grocer_order(grocer_url: str, key: str, reference: str, lines: list[dict[str, Any]]) -> None:
+    """An order placed straight at the grocer, as anyone holding the account's `key` can."""
+    body = json.dumps({"reference": reference, "lines": lines}).encode()
+    request = urllib.request.Request(
+        f"{grocer_url}/orders", data=body, method="POST",
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )  # fmt: skip
+    with urllib.request.urlopen(request, timeout=5) as response:
+        assert response.status == 201
+
+
+async def test_an_order_planted_under_our_reference_is_not_confirmed(
+    db_url: str, temporal_address: str, grocer_url: str,
+    workers: Callable[..., WorkerProcess], client: Client, db: psycopg.Connection,
+) -> None:  # fmt: skip
+    """The effect check looks the order up by its reference once the key may have expired (here:
+    three 500s in a row outlast the 1 s TTL). An order found there that this run did not mean to
+    place (24 x caviar) fails the run, naming both, and no email goes out. A stranger's account
+    cannot plant one at all: with the same order under the same reference in another account,
+    the run resumes after key expiry and places its own one order."""
+    caviar = [{"item": "caviar", "quantity": 24}]
+    queue, household = new_run_id("q"), new_run_id("h")
+    workers(queue, ORDER_BACKEND="grocer", GROCER_URL=grocer_url, GROCER_KEY_TTL_S=str(TTL_S))
+    workflow_id = f"grocery-{household}-{this_week()}"
+    grocer_order(grocer_url, GROCER_API_KEY, f"{workflow_id}:4", caviar)
+    grocer_faults(grocer_url, "error", "error", "error")
+    done = await asyncio.to_thread(
+        run_python,
+        ["starter.py", "--task-queue", queue, "--household", household],
+        child_env(db_url, TEMPORAL_ADDRESS=temporal_address, ORDER_BACKEND="grocer",
+                  GROCER_URL=grocer_url), RESULT_TIMEOUT_S,
+    )  # fmt: skip
+    assert_one_line_error(done, f"under reference {workflow_id}:4 and none is the one this run")
+    assert "found 24 x caviar" in done.stderr
+    assert state(db, workflow_id).emails == []
+
+    household = new_run_id("h")
+    workflow_id = f"grocery-{household}-{this_week()}"
+    grocer_faults(grocer_url)  # what the run above left
+    grocer_order(grocer_url, STRANGER_API_KEY, f"{workflow_id}:4", caviar)
+    grocer_faults(grocer_url, "error", "error", "error")
+    out = await asyncio.to_thread(
+        starter, db_url, temporal_address, queue, "--household", household,
+        ORDER_BACKEND="grocer", GROCER_URL=grocer_url,
+    )  # fmt: skip
+    assert (out["model_calls"], out["orders"], out["emails"]) == (3, 1, 1)
+    assert (await attempts(client, workflow_id))[3] == 4  # the fourth found no order: placed
+
+
+class NotFoundPage(http.server.BaseHTTPRequestHandler):
+    """What a web server says of a path it does not serve."""
+
+    def _not_found(self) -> None:
+        page = b"<html><body><h1>404 Not Found</h1></body></html>"
+        self.send_response(404)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(page)))
+        self.end_headers()
+        self.wfile.write(page)
+
+    do_GET = do_POST = _not_found
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # quiet in the test's output
+
+
+async def test_a_wrong_grocer_path_fails_the_run_at_once(
+    db_url: str, temporal_address: str, workers: Callable[..., WorkerProcess], client: Client
+) -> None:
+    """GROCER_URL with a wrong path, on a web server that answers 404 with an HTML page: the
+    status says the request will never succeed, whatever the body; not retried."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotFoundPage)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/not-the-api"
+        queue, household = new_run_id("q"), new_run_id("h")
+        workers(queue, ORDER_BACKEND="grocer", GROCER_URL=url)
+        done = await asyncio.to_thread(
+            run_python,
+            ["starter.py", "--task-queue", queue, "--household", household],
+            child_env(db_url, TEMPORAL_ADDRESS=temporal_address, ORDER_BACKEND="grocer",
+                      GROCER_URL=url), RESULT_TIMEOUT_S,
+        )  # fmt: skip
+        assert_one_line_error(done, "the grocer refused POST /orders (")
+        workflow_id = f"grocery-{household}-{this_week()}"
+        assert await attempts(client, workflow_id) == [1, 1, 1, 1]  # not retried
+    finally:
+        server.shutdown()
+        server.server_close()

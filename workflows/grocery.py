@@ -39,6 +39,7 @@ STEP = StepOptions(
         maximum_interval=timedelta(seconds=5),
         non_retryable_error_types=[
             "ModelOutputError", "ModelRefused", "GuardrailViolation", "GrocerRefused",
+            "OrderNotOurs",
         ],
     ),
 )

@@ -327,7 +327,10 @@ def _timeout_kind(timeout_type: TimeoutType.ValueType) -> str:
 
 
 def recovery_waits(
-    run: RunHistory, labels: dict[int, str] | None = None, task_timeout_s: float | None = None
+    run: RunHistory,
+    labels: dict[int, str] | None = None,
+    task_timeout_s: float | None = None,
+    killed: set[str] | None = None,
 ) -> list[str]:
     """The timeouts the run waits on in production after its worker was killed, in order: an
     activity attempt that timed out (the worker running it died), or that a fast-forward failed
@@ -335,14 +338,27 @@ def recovery_waits(
     out (on a dead worker's sticky queue, or held by a worker that died during the task: a local
     activity, or a kill after a checkpoint). `labels`: the boundaries' labels by their
     ActivityTaskScheduled event id; `task_timeout_s`: the run's workflow task timeout in
-    production, when the crash test shortened it."""
+    production, when the crash test shortened it; `killed`: the identities of the workers killed
+    (a timeout before the last workflow task one of them took, on a loaded machine, is not the
+    recovery's)."""
     events = run.history.events
     by_id: dict[int, HistoryEvent] = {e.event_id: e for e in events}
     started_attrs = events[0].workflow_execution_started_event_attributes
     recorded = started_attrs.workflow_task_timeout.ToTimedelta().total_seconds()
     task_timeout = task_timeout_s or recorded
+    after = max(
+        (
+            e.event_id
+            for e in events
+            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED
+            and e.workflow_task_started_event_attributes.identity in (killed or set())
+        ),
+        default=0,
+    )
     waits = []
     for e in events:
+        if e.event_id <= after:
+            continue
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
             started = e.activity_task_started_event_attributes
             failure = started.last_failure

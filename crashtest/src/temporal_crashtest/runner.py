@@ -507,7 +507,7 @@ class Runner:
             production = attrs.workflow_task_timeout.ToTimedelta().total_seconds()
             if same is None:
                 production = DEFAULT_TASK_TIMEOUT_S
-        run.waited_on = recovery_waits(crashed, by_event, production)
+        run.waited_on = recovery_waits(crashed, by_event, production, set(run.killed))
         if not self.real_timeouts and not _holds_a_task(point) and run.sticky_s:
             # The next workflow task would have gone to the dead worker's sticky queue first.
             run.waited_on.append(f"sticky queue timeout {run.sticky_s:.1f} s")
