@@ -20,6 +20,7 @@ from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError
 
 from starter import this_week
+from tests.conftest import GROCER_TTL_S as TTL_S
 from tests.helpers import (
     GROCER_API_KEY,
     RESULT_TIMEOUT_S,
@@ -32,7 +33,6 @@ from tests.helpers import (
     run_python,
     state,
 )
-from tests.conftest import GROCER_TTL_S as TTL_S
 from tests.reordered_workflow import ReorderedGroceryAgentWorkflow
 from workflows.grocery import GroceryAgentWorkflow
 
