@@ -65,9 +65,9 @@ def test_fast_forwarded_and_real_timeouts_agree_and_threads_forbid_forking(
     }
     for fast, real in zip(reports["fast"]["cells"], reports["real"]["cells"], strict=True):
         assert fast["fast_forward"] and not real["fast_forward"]
-        own = "write_note heartbeat timeout 2.0 s" if fast["crash_at"].startswith("after-e") else (
-            "workflow task start-to-close timeout 10.0 s"
-        )  # fmt: skip
+        own = f"{fast['activity']} heartbeat timeout 2.0 s"
+        if fast["crash_at"].startswith("after-checkpoint"):
+            own = "workflow task start-to-close timeout 10.0 s"
         assert own in fast["waited_on"] and own in real["waited_on"], (fast, real)
     assert "every worker starts afresh" not in errors["fast"]
     assert "none can be forked: 2 threads are running after the imports" in errors["threaded"]

@@ -39,11 +39,13 @@ with workflow.unsafe.imports_passed_through():
     from examples.frameworks.effects import MODEL_CALL, ensure_ledger, take
 
 STICKY = timedelta(seconds=1)  # a dead worker's sticky queue is given up after 1 s, not 10 s
-# Quick activities: a 2 s heartbeat timeout notices a killed worker without their heartbeating
-# (the plugin's default is a 60 s start-to-close timeout and no heartbeat timeout).
+# Quick activities that do not heartbeat: a 10 s heartbeat timeout notices a killed worker in
+# 10 s, not the plugin's default 60 s start-to-close timeout, and leaves a loaded machine room
+# (2 s once timed out a live worker's model call). crashtest ends a killed worker's attempt at
+# once anyway, unless --real-timeouts.
 TIMEOUTS: dict[str, Any] = {
     "start_to_close_timeout": timedelta(seconds=30),
-    "heartbeat_timeout": timedelta(seconds=2),
+    "heartbeat_timeout": timedelta(seconds=10),
     "retry_policy": RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=5),
 }
 

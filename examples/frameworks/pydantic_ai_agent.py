@@ -59,12 +59,14 @@ async def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse
 
 
 # pydantic-ai's default is a 60 s start-to-close timeout and no heartbeat timeout: a killed
-# worker's activity would be noticed after a minute. Its activities are quick, so a 2 s heartbeat
-# timeout notices it in 2 s without their heartbeating; retries are bounded (they spend).
+# worker's activity would be noticed after a minute. Its activities are quick and do not
+# heartbeat, so a 10 s heartbeat timeout notices it in 10 s and leaves a loaded machine room (2 s
+# once timed out a live worker's model call); crashtest ends a killed worker's attempt at once
+# anyway, unless --real-timeouts. Retries are bounded (they spend).
 STICKY = timedelta(seconds=1)  # a dead worker's sticky queue is given up after 1 s, not 10 s
 ACTIVITIES = ActivityConfig(
     start_to_close_timeout=timedelta(seconds=30),
-    heartbeat_timeout=timedelta(seconds=2),
+    heartbeat_timeout=timedelta(seconds=10),
     retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=5),
 )
 
