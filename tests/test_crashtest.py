@@ -23,6 +23,7 @@ GROCERY = [
     "--input", '{"household": "household-1", "week": "2026-W49"}',
     "--observe", "agent.outcome:final_state",
     "--data-converter", "temporalio.contrib.pydantic:pydantic_data_converter",
+    "--jobs", "6",  # three crash tests at once, beside the rest of the suite
 ]  # fmt: skip
 PAYMENTS_INPUT = '{"customer": "acme", "invoices": ["inv-1", "inv-2", "inv-3"]}'
 
@@ -32,7 +33,7 @@ def payments(factory: str) -> list[str]:
         "--worker", f"examples.payments.worker:{factory}",
         "--workflow", "examples.payments.workflow:PaymentsWorkflow",
         "--input", PAYMENTS_INPUT,
-        "--observe", "examples.payments.observe:payments_of",
+        "--observe", "examples.payments.observe:payments_of", "--jobs", "4",
     ]  # fmt: skip
 
 
