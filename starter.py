@@ -78,17 +78,26 @@ def parse_args() -> argparse.Namespace:
 
 
 async def wait_telling_why(handle: WorkflowHandle[Any, GroceryResult], queue: str) -> GroceryResult:
-    """Wait for the result; if it is slow to come, say once what it may be waiting for."""
+    """Wait for the result; if it is slow to come, say once what it may be waiting for: a step
+    being retried (and its last failure), or no worker."""
     result = asyncio.ensure_future(handle.result())
     done, _ = await asyncio.wait({result}, timeout=5)
     if not done:
-        log.warning(
-            "still waiting for %s: is a worker running on task queue %s? (python worker.py)",
-            handle.id,
-            queue,
-            extra={"workflow_id": handle.id},
-        )
+        log.warning("still waiting for %s: %s", handle.id, await waiting_on(handle, queue),
+                    extra={"workflow_id": handle.id})  # fmt: skip
     return await result
+
+
+async def waiting_on(handle: WorkflowHandle[Any, GroceryResult], queue: str) -> str:
+    try:
+        description = await handle.describe()
+    except RPCError:
+        description = None
+    for pending in description.raw_description.pending_activities if description else []:
+        if pending.attempt > 1 and pending.last_failure.message:
+            return (f"step {pending.activity_type.name} is being retried (attempt "
+                    f"{pending.attempt}; last: {pending.last_failure.message})")  # fmt: skip
+    return f"is a worker running on task queue {queue}? (python worker.py)"
 
 
 def reason(err: BaseException) -> str:
@@ -176,9 +185,10 @@ async def main(args: argparse.Namespace) -> int:
     finally:
         if grocer is not None:
             await grocer.client.close()
-    link = f"{ui_url()}/namespaces/default/workflows/{workflow_id}/{run_id}/history"
+    link = f"{ui_url()}/namespaces/{client.namespace}/workflows/{workflow_id}/{run_id}/history"
     outcome = {
         "workflow_id": workflow_id,
+        "namespace": client.namespace,
         "run_id": run_id,
         "already_ran": not started,
         "summary": result.summary.text,

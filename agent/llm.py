@@ -126,12 +126,14 @@ def model_from_env() -> Model:
         if not base_url or not name:
             raise ConfigError("MODEL=openai needs MODEL_BASE_URL and MODEL_NAME")
         api_key = env_str("MODEL_API_KEY") or "none"  # a local server may want none
-        return OpenAIModel(base_url, api_key, name, env_number("MODEL_TIMEOUT_S", 60.0))
+        timeout_s = env_number("MODEL_TIMEOUT_S", 60.0, positive=True, maximum=MAX_TIMEOUT_S)
+        return OpenAIModel(base_url, api_key, name, timeout_s)
     raw = env_str("STUB_MODEL_FAULT")
     fault = parse_choice(StubFault, raw, "STUB_MODEL_FAULT") if raw else None
     return StubModel(model_latency_seconds(), fault)
 
 
+MAX_TIMEOUT_S = 240.0  # within the steps' 5-minute start-to-close timeout
 MODEL_CALLS_PER_STEP = 3  # a malformed answer is asked again, this many calls in all
 
 

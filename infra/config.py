@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from enum import StrEnum
 from pathlib import Path
@@ -21,13 +22,25 @@ def data_dir() -> Path:
     return path
 
 
+MAX_KEY_TTL_S = 366 * 86400.0  # a year: longer is a typo, not a policy
+MAX_STUB_LATENCY_MS = 600_000.0  # ten minutes: past the steps' start-to-close timeout
+
+
 def env_str(name: str) -> str | None:
     """An environment variable, with blank treated as unset."""
     value = os.environ.get(name, "").strip()
     return value or None
 
 
-def env_number(name: str, default: float, *, minimum: float = 0) -> float:
+def env_number(
+    name: str,
+    default: float,
+    *,
+    minimum: float = 0,
+    maximum: float = math.inf,
+    positive: bool = False,
+) -> float:
+    """A finite number in [minimum, maximum] (more than 0 if `positive`), or `default`."""
     raw = env_str(name)
     if raw is None:
         return default
@@ -35,8 +48,13 @@ def env_number(name: str, default: float, *, minimum: float = 0) -> float:
         value = float(raw)
     except ValueError:
         raise ConfigError(f"{name}={raw!r} is not a number") from None
-    if value < minimum:
-        raise ConfigError(f"{name}={raw!r} must be at least {minimum:g}")
+    if not math.isfinite(value):
+        raise ConfigError(f"{name}={raw!r} is not a finite number")
+    if positive and value <= 0:
+        raise ConfigError(f"{name}={raw!r} must be more than 0")
+    if not minimum <= value <= maximum:
+        top = "" if maximum == math.inf else f" and at most {maximum:g}"
+        raise ConfigError(f"{name}={raw!r} must be at least {minimum:g}{top}")
     return value
 
 
@@ -60,16 +78,13 @@ def task_queue() -> str:
 def grocer_key_ttl_s() -> float:
     """GROCER_KEY_TTL_S (default 86400, a day): how long the grocer remembers an idempotency key,
     and how long the order step trusts a key to still be remembered."""
-    ttl = env_number("GROCER_KEY_TTL_S", 86400.0)
-    if ttl <= 0:
-        raise ConfigError(f"GROCER_KEY_TTL_S={ttl:g} must be more than 0")
-    return ttl
+    return env_number("GROCER_KEY_TTL_S", 86400.0, positive=True, maximum=MAX_KEY_TTL_S)
 
 
 def model_latency_seconds() -> float:
     """STUB_MODEL_LATENCY_MS: how long the stub model 'thinks' (default 0), so a person can kill
     a run in the middle of a model call."""
-    return env_number("STUB_MODEL_LATENCY_MS", 0.0) / 1000.0
+    return env_number("STUB_MODEL_LATENCY_MS", 0.0, maximum=MAX_STUB_LATENCY_MS) / 1000.0
 
 
 def step_pause_seconds() -> tuple[float, float] | None:

@@ -1,5 +1,11 @@
 """The project's Temporal client: the pydantic data converter, on the configured server, retried
-for a moment (a server just started may not answer yet)."""
+for a moment (a server just started may not answer yet).
+
+The server is configured as the Temporal CLI and SDKs configure it (`temporalio.envconfig`):
+TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS, TEMPORAL_TLS_CLIENT_CERT_PATH
+and _KEY_PATH, TEMPORAL_TLS_SERVER_CA_CERT_PATH, TEMPORAL_TLS_SERVER_NAME, TEMPORAL_GRPC_META_*,
+or a profile (TEMPORAL_PROFILE) of a TOML file (TEMPORAL_CONFIG_FILE, else the CLI's own). With
+no address configured anywhere, the local dev server (started if needed)."""
 
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ from collections.abc import Sequence
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client, Interceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.envconfig import ClientConfig, ClientConnectConfig
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 
@@ -27,28 +34,44 @@ def _reason(err: Exception) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
+def configured() -> ClientConnectConfig:
+    """The configured connection (see the module's docstring), its address filled in."""
+    try:
+        config = ClientConfig.load_client_connect_config()
+    except (RuntimeError, ValueError, OSError) as err:
+        raise ConfigError(f"the Temporal client settings are not valid: {_reason(err)}") from None
+    if not config.get("target_host"):
+        config["target_host"] = temporal_address()  # nothing configured: the local dev server
+    config.setdefault("namespace", NAMESPACE)
+    return config
+
+
 async def connect_temporal(
     address: str | None = None,
     runtime: Runtime | None = None,
     interceptors: Sequence[Interceptor] = (),
 ) -> Client:
-    """A client whose namespace has answered once; ConfigError (one line) if none does."""
-    address = address or temporal_address()
+    """A client whose namespace has answered once; ConfigError (one line) if none does. Given an
+    `address` (a server the caller started, e.g. the lab's own), that server's default
+    namespace, in plain text; else the configured server."""
+    config: ClientConnectConfig = (
+        {"target_host": address, "namespace": NAMESPACE} if address else configured()
+    )
+    where = f"{config['target_host']} (namespace {config['namespace']})"
     deadline = time.monotonic() + READY_TIMEOUT_S
     while True:
         try:
             client = await Client.connect(
-                address,
-                namespace=NAMESPACE,
+                **config,
                 data_converter=pydantic_data_converter,
                 interceptors=interceptors,
                 runtime=runtime,
             )
             await client.workflow_service.describe_namespace(
-                DescribeNamespaceRequest(namespace=NAMESPACE)
+                DescribeNamespaceRequest(namespace=client.namespace)
             )
             return client
         except (RuntimeError, RPCError) as err:
             if time.monotonic() > deadline:
-                raise ConfigError(f"cannot reach Temporal at {address}: {_reason(err)}") from None
+                raise ConfigError(f"cannot reach Temporal at {where}: {_reason(err)}") from None
             await asyncio.sleep(0.2)

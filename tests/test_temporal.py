@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.server
 import json
 import threading
@@ -13,9 +14,12 @@ from typing import Any
 
 import psycopg
 import pytest
+from google.protobuf.duration_pb2 import Duration
 from temporalio.api.enums.v1 import EventType
+from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError
 from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError
 
@@ -150,7 +154,14 @@ def test_worker_rejects_bad_settings(db_url: str, temporal_address: str) -> None
     for env, message in [
         ({"KEY_STRATEGY": "random"}, "unknown key strategy 'random'; valid: workflow, run, none"),
         ({"METRICS_PORT": "http"}, "METRICS_PORT='http' is not a TCP port"),
-    ]:
+        ({"ORDER_BACKEND": "grocer", "GROCER_URL": "not a url"},
+         "GROCER_URL='not a url' is not an http(s) URL with a host"),
+        ({"ORDER_BACKEND": "grocer", "GROCER_URL": "http://127.0.0.1:9", "GROCER_KEY_TTL_S": "nan"},
+         "GROCER_KEY_TTL_S='nan' is not a finite number"),
+        ({"STUB_MODEL_LATENCY_MS": "inf"}, "STUB_MODEL_LATENCY_MS='inf' is not a finite number"),
+        ({"MODEL": "openai", "MODEL_BASE_URL": "http://127.0.0.1:9", "MODEL_NAME": "m",
+          "MODEL_TIMEOUT_S": "0"}, "MODEL_TIMEOUT_S='0' must be more than 0"),
+    ]:  # fmt: skip
         done = run_python(
             ["worker.py"], child_env(db_url, TEMPORAL_ADDRESS=temporal_address, **env)
         )
@@ -304,3 +315,31 @@ async def test_a_wrong_grocer_path_fails_the_run_at_once(
     finally:
         server.shutdown()
         server.server_close()
+
+
+ELSEWHERE = "grocery-elsewhere"
+
+
+async def test_a_run_in_another_namespace_lands_there(
+    db_url: str, temporal_address: str, workers: Callable[..., WorkerProcess], client: Client
+) -> None:
+    """TEMPORAL_NAMESPACE (read through temporalio.envconfig, as the Temporal CLI reads it)
+    puts the worker and the run in that namespace, and the starter's link names it."""
+    with contextlib.suppress(RPCError):  # registered by an earlier run of this test
+        await client.workflow_service.register_namespace(
+            RegisterNamespaceRequest(
+                namespace=ELSEWHERE, workflow_execution_retention_period=Duration(seconds=86400)
+            )
+        )
+    queue, household = new_run_id("q"), new_run_id("h")
+    workers(queue, TEMPORAL_NAMESPACE=ELSEWHERE)
+    out = await asyncio.to_thread(
+        starter, db_url, temporal_address, queue, "--household", household,
+        TEMPORAL_NAMESPACE=ELSEWHERE,
+    )  # fmt: skip
+    assert (out["namespace"], out["orders"]) == (ELSEWHERE, 1)
+    assert f"/namespaces/{ELSEWHERE}/workflows/" in str(out["ui"])
+    elsewhere = await Client.connect(temporal_address, namespace=ELSEWHERE)
+    await elsewhere.get_workflow_handle(str(out["workflow_id"])).describe()  # it is there
+    with pytest.raises(RPCError, match="not found"):
+        await client.get_workflow_handle(str(out["workflow_id"])).describe()  # not in default

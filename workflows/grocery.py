@@ -30,6 +30,11 @@ class StepOptions(TypedDict):
     retry_policy: RetryPolicy
 
 
+# Retries are bounded: 20 attempts are about 80 s of back-to-back failures (0.2 s doubling to
+# 5 s between them), longer than any outage the chaos test makes (a Postgres restart takes ~2 s,
+# Temporal's ~5 s) and than a worker kill costs (one attempt); a step failing for longer fails the
+# run with its last error instead of retrying forever.
+MAX_ATTEMPTS = 20
 STEP = StepOptions(
     start_to_close_timeout=timedelta(minutes=5),
     heartbeat_timeout=timedelta(seconds=2),
@@ -37,6 +42,7 @@ STEP = StepOptions(
         initial_interval=timedelta(milliseconds=200),
         backoff_coefficient=2.0,
         maximum_interval=timedelta(seconds=5),
+        maximum_attempts=MAX_ATTEMPTS,
         non_retryable_error_types=[
             "ModelOutputError", "ModelRefused", "GuardrailViolation", "GrocerRefused",
             "OrderNotOurs",

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from temporal_crashtest.connect import ServerUnreachable, connect
+from temporal_crashtest.connect import ServerUnreachable, configured, connect
 from temporal_crashtest.devserver import LOCAL_SERVER, DevServerError, PrivateDevServer, listening
 from temporal_crashtest.exits import EXIT_ALL_MATCH, EXIT_BAD_INPUT, EXIT_SOME_DIFFER, exit_now
 from temporal_crashtest.forkserver import fork_here
@@ -104,10 +104,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                      "temporalio client Plugin (an agent framework's), for every client; "
                      "repeatable")  # fmt: skip
     run.add_argument(
-        "--address", help="Temporal's HOST:PORT (default: TEMPORAL_ADDRESS, else a server on "
-        "127.0.0.1:7233, else a private dev server started for this run)"
+        "--address", help="Temporal's HOST:PORT (default: TEMPORAL_ADDRESS or the Temporal CLI's "
+        "profile, with its API key and TLS; else a server on 127.0.0.1:7233, else a private dev "
+        "server started for this run)"
     )  # fmt: skip
-    run.add_argument("--namespace", default="default")
+    run.add_argument("--namespace", help="default: TEMPORAL_NAMESPACE or the profile's, else "
+                     "default")  # fmt: skip
     run.add_argument("--deadline-s", type=float, default=DEFAULT_DEADLINE_S, help="per cell")
     run.add_argument("--logs", type=Path, help="keep the workers' logs here (default: a temporary "
                      "folder, removed when every cell matches)")  # fmt: skip
@@ -211,7 +213,10 @@ async def crash_test(
 ) -> Report:
     started = time.monotonic()
     server = None
-    address = args.address or os.environ.get("TEMPORAL_ADDRESS")
+    settings = configured()  # the Temporal CLI's: environment, profile file
+    address = args.address or settings.get("target_host")
+    if args.namespace is None:
+        args.namespace = settings.get("namespace") or "default"
     if not address and listening(*LOCAL_SERVER):
         address = ":".join(map(str, LOCAL_SERVER))
         say(f"Temporal at {address} (every cell's run is in its web UI)")
