@@ -19,11 +19,14 @@ MIN_KEY_CHARS = 16
 _ACCOUNT = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 _KEY = re.compile(r"[\x21-\x7e]+")  # printable ASCII, no spaces
 BEARER = "Bearer "
+PLACEHOLDER = "change-me"  # how .env.example's secrets begin
 
 
 def _checked_key(key: str, where: str) -> bytes:
     if not _KEY.fullmatch(key) or "," in key:
         raise ConfigError(f"{where}: a key is printable ASCII without spaces or commas")
+    if key.startswith(PLACEHOLDER):
+        raise ConfigError(f"{where}: the key is .env.example's placeholder: set your own")
     if len(key) < MIN_KEY_CHARS:
         raise ConfigError(f"{where}: a key of {len(key)} characters is too easy to guess; "
                           f"use at least {MIN_KEY_CHARS}")  # fmt: skip

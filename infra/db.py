@@ -6,20 +6,34 @@ import re
 from importlib import resources
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool
 
 from infra.config import env_str
 from infra.embedded_postgres import ensure_postgres
-from infra.errors import DatabaseUnavailable
+from infra.errors import ConfigError, DatabaseUnavailable
 
 CONNECT_TIMEOUT_S = 5
 # Any constant will do: it serialises concurrent schema creation across processes.
 _SCHEMA_LOCK_ID = 0x67726F63  # "groc"
 
 
+PLACEHOLDER = "change-me"  # how .env.example's passwords begin
+
+
 def database_url() -> str:
-    """DATABASE_URL if set, else the embedded Postgres under .data/ (started on demand)."""
-    return env_str("DATABASE_URL") or ensure_postgres()
+    """DATABASE_URL if set, else the embedded Postgres under .data/ (started on demand). A
+    password still .env.example's placeholder is refused."""
+    url = env_str("DATABASE_URL")
+    if url is None:
+        return ensure_postgres()
+    try:
+        password = conninfo_to_dict(url).get("password") or ""
+    except psycopg.ProgrammingError:
+        raise ConfigError(f"DATABASE_URL={redact(url)!r} is not a Postgres URL") from None
+    if str(password).startswith(PLACEHOLDER):
+        raise ConfigError("DATABASE_URL's password is .env.example's placeholder: set your own")
+    return url
 
 
 def redact(url: str) -> str:

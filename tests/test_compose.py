@@ -193,7 +193,7 @@ def test_variables_come_from_env_example_and_secrets_are_not_committed() -> None
         name, op = match.group(1), match.group(2) or ""
         assert name in example or op.endswith("-"), f"${{{name}}} is not in .env.example"
     raw = loaded()["services"]
-    for name in ("temporal-db", "app-db"):
+    for name in ("temporal-db", "app-db", "grocer-db"):
         assert "${" in raw[name]["environment"]["POSTGRES_PASSWORD"], f"{name}: literal password"
     tracked = subprocess.run(
         ["git", "ls-files", ".env"], cwd=ROOT, capture_output=True, text=True, check=False
@@ -242,3 +242,62 @@ def test_dockerfile_runs_the_worker() -> None:
     assert commands == ['["python", "worker.py"]']
     assert json.loads(commands[0]) == ["python", "worker.py"]
     assert ".venv" in (ROOT / ".dockerignore").read_text()
+
+
+def test_networks_keep_the_grocer_and_the_databases_apart() -> None:
+    nets = {name: set(s.get("networks", [])) for name, s in services().items()}
+    assert nets["grocer"] == nets["grocer-db"] == {"store"}
+    assert nets["app-db"] == {"app"}
+    assert {"temporal-db", "temporal", "temporal-ui"} <= {
+        n for n, s in nets.items() if s == {"temporal"}
+    }
+    assert nets["worker"] == nets["starter"] == {"temporal", "app", "store"}
+    assert all(nets.values()), "a service on the default network, shared by all"
+
+
+def test_every_service_logs_in_as_a_role_that_owns_its_database_only() -> None:
+    all_services = services()
+    for user_of, db in (("worker", "app-db"), ("grocer", "grocer-db")):
+        url = urlsplit(str(all_services[user_of]["environment"]["DATABASE_URL"]))
+        db_env = all_services[db]["environment"]
+        assert url.hostname == db and url.username == db_env["OWNER_ROLE"], user_of
+        assert url.username != db_env["POSTGRES_USER"], f"{user_of} logs in as the superuser"
+        assert url.password == db_env["OWNER_PASSWORD"]
+        assert url.path == f"/{db_env['POSTGRES_DB']}"
+    script = (ROOT / "deploy/postgres/create-owner-role.sh").read_text()
+    assert "NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS" in script
+    assert "OWNER TO" in script and "REVOKE ALL ON DATABASE" in script
+
+
+def test_temporal_cannot_be_driven_from_outside() -> None:
+    all_services = services()
+    assert "ports" not in all_services["temporal"]  # the frontend is not published on the host
+    ui = all_services["temporal-ui"]
+    assert ui["environment"]["TEMPORAL_DISABLE_WRITE_ACTIONS"] == "true"
+    assert all(str(p).startswith("127.0.0.1:") for p in ui["ports"])
+
+
+def test_restart_policies_and_no_privileges_for_our_containers() -> None:
+    for name, service in services().items():
+        one_shot = service.get("restart") == "no" or "profiles" in service
+        if not one_shot:
+            assert service.get("restart") == "unless-stopped", f"{name} is not restarted"
+        if "build" in service:  # ours
+            assert service.get("security_opt") == ["no-new-privileges:true"], name
+            assert service.get("cap_drop") == ["ALL"], name
+
+
+def test_env_example_placeholders_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from grocer.accounts import Accounts
+    from infra.db import database_url
+    from infra.errors import ConfigError
+
+    example = env_example()
+    worker_env = services()["worker"]["environment"]
+    monkeypatch.setenv("DATABASE_URL", str(worker_env["DATABASE_URL"]))
+    with pytest.raises(ConfigError, match="placeholder"):
+        database_url()
+    with pytest.raises(ConfigError, match="placeholder"):
+        Accounts.from_env({"GROCER_API_KEY": example["GROCER_API_KEY"]})
+    assert all(v.startswith("change-me-") for k, v in example.items() if "PASSWORD" in k or
+               (k.endswith("_KEY") and k != "MODEL_API_KEY"))  # fmt: skip

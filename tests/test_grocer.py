@@ -214,5 +214,8 @@ def test_a_grocer_without_a_key_or_with_a_weak_one_does_not_start(db_url: str) -
     done = run_python(["-m", "grocer", "--port", str(free_port())], env, timeout=30)
     assert_one_line_error(done, "the grocer needs at least one account: set GROCER_API_KEY")
     weak = run_python(["-m", "grocer", "--port", str(free_port())],
-                      {**env, "GROCER_API_KEY": "change-me"}, timeout=30)  # fmt: skip
+                      {**env, "GROCER_API_KEY": "tooshort1"}, timeout=30)  # fmt: skip
     assert_one_line_error(weak, "a key of 9 characters is too easy to guess")
+    placeholder = {**env, "GROCER_API_KEY": "change-me-grocer-account-key"}
+    example = run_python(["-m", "grocer", "--port", str(free_port())], placeholder, timeout=30)
+    assert_one_line_error(example, "the key is .env.example's placeholder: set your own")
