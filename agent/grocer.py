@@ -22,6 +22,7 @@ from agent.data import OrderLine
 from infra.config import env_str, grocer_key_ttl_s, parse_choice
 from infra.errors import AgentError
 from infra.grocer_server import grocer_api_key, grocer_url
+from infra.redaction import redact
 
 TIMEOUT_S = 10.0
 
@@ -100,7 +101,9 @@ class GrocerClient:
                 text = await response.text(errors="replace")
         except (aiohttp.ClientError, TimeoutError) as err:
             reason = str(err) or type(err).__name__
-            raise GrocerUnavailable(f"no answer from the grocer at {url}: {reason}") from None
+            raise GrocerUnavailable(
+                redact(f"no answer from the grocer at {url}: {reason}")
+            ) from None
         try:
             data: Any = json.loads(text)
         except ValueError:
@@ -111,6 +114,7 @@ class GrocerClient:
         if status < 300:
             return data, replayed
         error = data.get("error", data) if isinstance(data, dict) else (data or text[:200])
+        error = redact(str(error))  # a failure is kept in the Temporal history
         if status == 429 or status >= 500:
             raise GrocerUnavailable(f"the grocer answered {status}: {error}")
         raise GrocerRefused(f"the grocer refused {method} {path} ({status}): {error}")

@@ -13,6 +13,7 @@ import json
 import logging
 from enum import StrEnum
 from typing import Protocol, TypeVar
+from urllib.parse import urlsplit
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -22,6 +23,7 @@ from agent.effects import find_by_key, insert_once, log_effect
 from infra.config import env_number, env_str, model_latency_seconds, parse_choice
 from infra.errors import AgentError, ConfigError
 from infra.metrics import EffectEvent
+from infra.redaction import redact
 
 T = TypeVar("T", bound=BaseModel)
 log = logging.getLogger(__name__)
@@ -115,6 +117,23 @@ class ModelKind(StrEnum):
     OPENAI = "openai"
 
 
+LOOPBACK = ("localhost", "127.0.0.1", "::1")
+
+
+def _refuse_a_key_in_clear(base_url: str, api_key: str) -> None:
+    """A model key is not sent over plain http to another machine, unless asked for
+    (MODEL_ALLOW_PLAIN_HTTP=1)."""
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"MODEL_BASE_URL={redact(base_url)!r} is not an http(s) URL with a host")
+    in_clear = parts.scheme == "http" and parts.hostname not in LOOPBACK and api_key != "none"
+    if in_clear and env_str("MODEL_ALLOW_PLAIN_HTTP") != "1":
+        raise ConfigError(
+            f"MODEL_API_KEY would go in clear to {parts.hostname} over http: use https, or set "
+            "MODEL_ALLOW_PLAIN_HTTP=1"
+        )
+
+
 def model_from_env() -> Model:
     """MODEL=stub (default: STUB_MODEL_LATENCY_MS, STUB_MODEL_FAULT) or MODEL=openai
     (MODEL_BASE_URL, MODEL_NAME, MODEL_API_KEY, MODEL_TIMEOUT_S). A bad value: one line."""
@@ -126,6 +145,7 @@ def model_from_env() -> Model:
         if not base_url or not name:
             raise ConfigError("MODEL=openai needs MODEL_BASE_URL and MODEL_NAME")
         api_key = env_str("MODEL_API_KEY") or "none"  # a local server may want none
+        _refuse_a_key_in_clear(base_url, api_key)
         timeout_s = env_number("MODEL_TIMEOUT_S", 60.0, positive=True, maximum=MAX_TIMEOUT_S)
         return OpenAIModel(base_url, api_key, name, timeout_s)
     raw = env_str("STUB_MODEL_FAULT")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import openai
 
 from infra.errors import AgentError
+from infra.redaction import redact
 
 SYSTEM = "You are a grocery assistant. Answer with the JSON object asked for, nothing else."
 
@@ -47,12 +48,16 @@ class OpenAIModel:
                 ],
             )
         except openai.APIStatusError as err:
-            what = f"the model at {self.base_url} answered {err.status_code}: {_message(err)}"
+            # Hidden before it is raised: an activity's failure is kept in the Temporal history.
+            what = redact(f"the model at {self.base_url} answered {err.status_code}: "
+                          f"{_message(err)}")  # fmt: skip
             if err.status_code == 429 or err.status_code >= 500:
                 raise ModelUnavailable(what) from None
             raise ModelRefused(what) from None
         except openai.APIConnectionError as err:  # a timeout is one too
-            raise ModelUnavailable(f"no answer from the model at {self.base_url}: {err}") from None
+            raise ModelUnavailable(
+                redact(f"no answer from the model at {self.base_url}: {err}")
+            ) from None
         if not response.choices:
             return ""
         return response.choices[0].message.content or ""

@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 
 from infra.errors import AgentError
 from infra.logs import LogFormat, configure_logging
+from infra.redaction import redact
 
 EXIT_EXPECTED_FAILURE = 2
 
@@ -40,15 +41,15 @@ def run_main(main: Coroutine[Any, Any, int]) -> NoReturn:
         fmt = configure_logging()  # LOG_FORMAT: text (default) or json
     except AgentError as err:
         main.close()
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {redact(str(err))}", file=sys.stderr)
         exit_now(EXIT_EXPECTED_FAILURE)
     try:
         code = asyncio.run(_stopped_by_sigterm(main))
     except AgentError as err:
-        if fmt is LogFormat.JSON:  # the one line is a JSON object too
+        if fmt is LogFormat.JSON:  # the one line is a JSON object too (its handler redacts)
             logging.getLogger("error").error("%s", err)
         else:
-            print(f"error: {err}", file=sys.stderr)
+            print(f"error: {redact(str(err))}", file=sys.stderr)
         code = EXIT_EXPECTED_FAILURE
     except KeyboardInterrupt:
         code = 128 + signal.SIGINT

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from importlib import resources
 
 import psycopg
@@ -12,6 +11,7 @@ from psycopg_pool import AsyncConnectionPool
 from infra.config import env_str
 from infra.embedded_postgres import ensure_postgres
 from infra.errors import ConfigError, DatabaseUnavailable
+from infra.redaction import redact as hide_secrets
 
 CONNECT_TIMEOUT_S = 5
 # Any constant will do: it serialises concurrent schema creation across processes.
@@ -38,7 +38,7 @@ def database_url() -> str:
 
 def redact(url: str) -> str:
     """The URL without its password, for error messages."""
-    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
+    return hide_secrets(url)
 
 
 def _unavailable(url: str, err: Exception) -> DatabaseUnavailable:

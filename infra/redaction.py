@@ -1,0 +1,74 @@
+"""Secrets out of every line we write: error lines, log records, and the failures an activity
+leaves in the durable Temporal history.
+
+`redact(text)` hides: passwords in Postgres URLs and connection strings in every form libpq
+takes (`user:pass@`, with `@` in the password too; `?password=`; `password=` keywords, quoted or
+not), any URL's userinfo, `Bearer` and `Basic` credentials, and the values of the secrets configured in this
+process's environment (every variable whose name ends in _KEY, _KEYS, PASSWORD, _PWD, TOKEN or
+SECRET, and the passwords inside DATABASE_URL, MODEL_BASE_URL and GROCER_URL), wherever they
+appear, echoed by a provider or not.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Mapping
+from urllib.parse import unquote, urlsplit
+
+HIDDEN = "***"
+SECRET_NAME = re.compile(r"(?:_KEY|_KEYS|PASSWORD|_PWD|TOKEN|SECRET)$", re.IGNORECASE)
+URLS_WITH_SECRETS = ("DATABASE_URL", "MODEL_BASE_URL", "GROCER_URL")
+MIN_SECRET_CHARS = 4  # shorter values would hide ordinary words
+# scheme://user:password@ — the password runs to the last @ before the host.
+_USERINFO = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^/\s:@]*:)[^/\s]*@", re.IGNORECASE)
+_PASSWORD_PARAM = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^&\s]+)", re.IGNORECASE)
+_BEARER = re.compile(r"(\b(?:Bearer|Basic)\s+)[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
+
+
+def secret_values(env: Mapping[str, str] | None = None) -> list[str]:
+    """The configured secrets, longest first (so that a longer one is hidden whole)."""
+    env = os.environ if env is None else env
+    found: set[str] = set()
+    for name, value in env.items():
+        if SECRET_NAME.search(name):
+            # GROCER_API_KEYS=ACCOUNT=KEY,...: each key, and the whole value
+            parts = [value, *(p.partition("=")[2] for p in value.split(",") if "=" in p)]
+            found.update(p for p in parts if len(p) >= MIN_SECRET_CHARS)
+    for name in URLS_WITH_SECRETS:
+        value = env.get(name, "")
+        try:
+            password = urlsplit(value).password if "://" in value else None
+        except ValueError:
+            password = None
+        for candidate in (password, unquote(password or "")):
+            if candidate and len(candidate) >= MIN_SECRET_CHARS:
+                found.add(candidate)
+        keyword = _PASSWORD_PARAM.search(value)
+        if keyword and len(keyword.group(2).strip("'")) >= MIN_SECRET_CHARS:
+            found.add(keyword.group(2).strip("'"))
+    return sorted(found, key=len, reverse=True)
+
+
+def redact(text: str, env: Mapping[str, str] | None = None) -> str:
+    for secret in secret_values(env):
+        text = text.replace(secret, HIDDEN)
+    text = _USERINFO.sub(rf"\1{HIDDEN}@", text)
+    text = _PASSWORD_PARAM.sub(rf"\1{HIDDEN}", text)
+    return _BEARER.sub(rf"\1{HIDDEN}", text)
+
+
+class RedactSecrets(logging.Filter):
+    """A handler filter: the record's message (and exception text) with its secrets hidden."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        hidden = redact(message)
+        if hidden != message:
+            record.msg, record.args = hidden, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        return True
