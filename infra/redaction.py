@@ -4,9 +4,9 @@ leaves in the durable Temporal history.
 `redact(text)` hides: passwords in Postgres URLs and connection strings in every form libpq
 takes (`user:pass@`, with `@` in the password too; `?password=`; `password=` keywords, quoted or
 not), any URL's userinfo, `Bearer` and `Basic` credentials, and the values of the secrets
-configured in this process's environment (every variable whose name ends in _KEY, _KEYS, PASSWORD, _PWD, TOKEN or
-SECRET, and the passwords inside DATABASE_URL, MODEL_BASE_URL and GROCER_URL), wherever they
-appear, echoed by a provider or not.
+configured in this process's environment (every variable whose name ends in _KEY, _KEYS,
+PASSWORD, _PWD, TOKEN or SECRET, and the passwords inside DATABASE_URL, MODEL_BASE_URL and
+GROCER_URL), wherever they appear, echoed by a provider or not.
 """
 
 from __future__ import annotations
