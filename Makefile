@@ -39,8 +39,10 @@ chaos: $(STAMP)
 		--temporal-restarts 1
 
 # crashtest on the grocery agent: every activity boundary, killed from outside (KEY_STRATEGY=none
-# shows what it catches).
+# shows what it catches); on the project's dev server, like every other target (its web UI shows
+# every cell's run).
 crashtest: $(STAMP)
+	TEMPORAL_ADDRESS="$$($(BIN)/python -m infra temporal-address)" \
 	$(BIN)/python -m temporal_crashtest run --worker worker:build_worker \
 		--workflow workflows.grocery:GroceryAgentWorkflow \
 		--input '{"household": "smith", "week": "2026-W49"}' \

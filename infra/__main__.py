@@ -1,17 +1,19 @@
-"""`python -m infra stop`: stop the local services this project started (`make stop`)."""
+"""`python -m infra stop`: stop the local services this project started (`make stop`).
+`python -m infra temporal-address`: the Temporal address every command uses (TEMPORAL_ADDRESS,
+else the local dev server, started if it is not running), on stdout; quick, for the Makefile."""
 
 from __future__ import annotations
 
 import argparse
-
-from infra.cli import run_main
-from infra.config import data_dir
-from infra.embedded_postgres import stop_postgres
-from infra.grocer_server import stop_grocer
-from infra.temporal_server import is_listening, stop_dev_server
+import sys
 
 
-async def main(args: argparse.Namespace) -> int:
+async def stop() -> int:
+    from infra.config import data_dir
+    from infra.embedded_postgres import stop_postgres
+    from infra.grocer_server import stop_grocer
+    from infra.temporal_server import is_listening, stop_dev_server
+
     if stop_dev_server():
         print("Temporal dev server: stopped")
     elif is_listening():
@@ -28,7 +30,24 @@ async def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def temporal_address() -> int:
+    """Without the SDK's imports (half a second): an error is one line, exit 2."""
+    from infra.errors import AgentError
+    from infra.temporal_server import temporal_address as address
+
+    try:
+        print(address())
+    except AgentError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m infra", description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["stop"])
-    run_main(main(parser.parse_args()))
+    parser.add_argument("command", choices=["stop", "temporal-address"])
+    if parser.parse_args().command == "temporal-address":
+        sys.exit(temporal_address())
+    from infra.cli import run_main
+
+    run_main(stop())

@@ -18,7 +18,7 @@ after-checkpoint:N, reset:N (N a position, an activity type such as charge#2, or
 label); a *K suffix crashes K workers in a row at the point.
 
 Recoveries are fast-forwarded: the attempts a killed worker held are failed at once (retried under
-their own retry policy), runs are taken off its sticky queue, and cells run with a 2 s workflow
+their own retry policy), runs are taken off its sticky queue, and cells run with a 1 s workflow
 task timeout; the report says what production would have waited on. --real-timeouts waits for
 the server's own timeouts instead.
 
