@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import http.server
 import json
+import subprocess
 import threading
 import urllib.request
 from collections.abc import Callable
@@ -51,6 +52,18 @@ def starter(db_url: str, address: str, queue: str, *args: str, **env: str) -> di
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
+
+
+async def failing_starter(
+    db_url: str, address: str, queue: str, household: str, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """`starter.py` for a run expected to fail, its output for `assert_one_line_error`."""
+    return await asyncio.to_thread(
+        run_python,
+        ["starter.py", "--task-queue", queue, "--household", household],
+        child_env(db_url, TEMPORAL_ADDRESS=address, **env),
+        RESULT_TIMEOUT_S,
+    )
 
 
 def test_no_crash_and_no_second_order_for_the_same_week(
@@ -213,12 +226,9 @@ async def test_an_order_the_grocer_refuses_fails_the_run_at_once(
     queue, household = new_run_id("q"), new_run_id("h")
     workers(queue, ORDER_BACKEND="grocer", GROCER_URL=grocer_url)
     grocer_faults(grocer_url, "refuse")
-    done = await asyncio.to_thread(
-        run_python,
-        ["starter.py", "--task-queue", queue, "--household", household],
-        child_env(db_url, TEMPORAL_ADDRESS=temporal_address, ORDER_BACKEND="grocer",
-                  GROCER_URL=grocer_url), RESULT_TIMEOUT_S,
-    )  # fmt: skip
+    done = await failing_starter(
+        db_url, temporal_address, queue, household, ORDER_BACKEND="grocer", GROCER_URL=grocer_url
+    )
     assert_one_line_error(done, "failed: the grocer refused POST /orders (400)")
     workflow_id = f"grocery-{household}-{this_week()}"
     assert await attempts(client, workflow_id) == [1, 1, 1, 1]  # not retried
@@ -251,12 +261,9 @@ async def test_an_order_planted_under_our_reference_is_not_confirmed(
     workflow_id = f"grocery-{household}-{this_week()}"
     grocer_order(grocer_url, GROCER_API_KEY, f"{workflow_id}:4", caviar)
     grocer_faults(grocer_url, "error", "error", "error")
-    done = await asyncio.to_thread(
-        run_python,
-        ["starter.py", "--task-queue", queue, "--household", household],
-        child_env(db_url, TEMPORAL_ADDRESS=temporal_address, ORDER_BACKEND="grocer",
-                  GROCER_URL=grocer_url), RESULT_TIMEOUT_S,
-    )  # fmt: skip
+    done = await failing_starter(
+        db_url, temporal_address, queue, household, ORDER_BACKEND="grocer", GROCER_URL=grocer_url
+    )
     assert_one_line_error(done, f"under reference {workflow_id}:4 and none is the one this run")
     assert "found 24 x caviar" in done.stderr
     assert state(db, workflow_id).emails == []
@@ -303,12 +310,9 @@ async def test_a_wrong_grocer_path_fails_the_run_at_once(
         url = f"http://127.0.0.1:{server.server_address[1]}/not-the-api"
         queue, household = new_run_id("q"), new_run_id("h")
         workers(queue, ORDER_BACKEND="grocer", GROCER_URL=url)
-        done = await asyncio.to_thread(
-            run_python,
-            ["starter.py", "--task-queue", queue, "--household", household],
-            child_env(db_url, TEMPORAL_ADDRESS=temporal_address, ORDER_BACKEND="grocer",
-                      GROCER_URL=url), RESULT_TIMEOUT_S,
-        )  # fmt: skip
+        done = await failing_starter(
+            db_url, temporal_address, queue, household, ORDER_BACKEND="grocer", GROCER_URL=url
+        )
         assert_one_line_error(done, "the grocer refused POST /orders (")
         workflow_id = f"grocery-{household}-{this_week()}"
         assert await attempts(client, workflow_id) == [1, 1, 1, 1]  # not retried
