@@ -12,6 +12,7 @@ import hmac
 import re
 from collections.abc import Mapping
 
+from infra.config import PLACEHOLDER
 from infra.errors import ConfigError
 
 DEFAULT_ACCOUNT = "default"
@@ -19,7 +20,6 @@ MIN_KEY_CHARS = 16
 _ACCOUNT = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 _KEY = re.compile(r"[\x21-\x7e]+")  # printable ASCII, no spaces
 BEARER = "Bearer "
-PLACEHOLDER = "change-me"  # how .env.example's secrets begin
 
 
 def _checked_key(key: str, where: str) -> bytes:

@@ -13,7 +13,14 @@ from pydantic import ValidationError
 
 from grocer.accounts import Accounts
 from grocer.faults import BadFault, Faults
-from grocer.store import MAX_KEY_CHARS, PRINTABLE, KeyReused, OrderRequest, Store
+from grocer.store import (
+    MAX_KEY_CHARS,
+    MAX_REFERENCE_CHARS,
+    PRINTABLE,
+    KeyReused,
+    OrderRequest,
+    Store,
+)
 
 log = logging.getLogger(__name__)
 STORE = web.AppKey("store", Store)
@@ -96,8 +103,8 @@ async def place_order(request: web.Request) -> web.StreamResponse:
 
 async def find_orders(request: web.Request) -> web.Response:
     reference = request.query.get("reference")
-    if not reference or len(reference) > 200 or not _REFERENCE.fullmatch(reference):
-        return _error(400, "give ?reference=R (1 to 200 printable characters)")
+    if not reference or len(reference) > MAX_REFERENCE_CHARS or not _REFERENCE.fullmatch(reference):
+        return _error(400, f"give ?reference=R (1 to {MAX_REFERENCE_CHARS} printable characters)")
     orders = await request.app[STORE].by_reference(request[ACCOUNT], reference)
     return web.json_response({"orders": [o.model_dump(mode="json") for o in orders]})
 

@@ -18,6 +18,7 @@ MAX_LINES = 50
 # Printable text: no NUL or other control characters (Postgres text cannot hold NUL).
 PRINTABLE = r"^[^\x00-\x1f\x7f]+$"
 MAX_KEY_CHARS = 255
+MAX_REFERENCE_CHARS = 200
 
 _SCHEMA_LOCK_ID = 0x67726372  # "grcr": concurrent starts create the schema once
 
@@ -32,7 +33,7 @@ class Line(BaseModel):
 class OrderRequest(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
-    reference: str = Field(min_length=1, max_length=200, pattern=PRINTABLE)
+    reference: str = Field(min_length=1, max_length=MAX_REFERENCE_CHARS, pattern=PRINTABLE)
     lines: list[Line] = Field(min_length=1, max_length=MAX_LINES)
 
     def fingerprint(self) -> str:

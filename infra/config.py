@@ -22,6 +22,7 @@ def data_dir() -> Path:
     return path
 
 
+PLACEHOLDER = "change-me"  # how .env.example's secrets begin: refused wherever one is read
 MAX_KEY_TTL_S = 366 * 86400.0  # a year: longer is a typo, not a policy
 MAX_STUB_LATENCY_MS = 600_000.0  # ten minutes: past the steps' start-to-close timeout
 

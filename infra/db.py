@@ -8,7 +8,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool
 
-from infra.config import env_str
+from infra.config import PLACEHOLDER, env_str
 from infra.embedded_postgres import ensure_postgres
 from infra.errors import ConfigError, DatabaseUnavailable
 from infra.redaction import redact as hide_secrets
@@ -16,9 +16,6 @@ from infra.redaction import redact as hide_secrets
 CONNECT_TIMEOUT_S = 5
 # Any constant will do: it serialises concurrent schema creation across processes.
 _SCHEMA_LOCK_ID = 0x67726F63  # "groc"
-
-
-PLACEHOLDER = "change-me"  # how .env.example's passwords begin
 
 
 def database_url() -> str:

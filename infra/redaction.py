@@ -11,6 +11,7 @@ GROCER_URL), wherever they appear, echoed by a provider or not.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -51,8 +52,16 @@ def secret_values(env: Mapping[str, str] | None = None) -> list[str]:
     return sorted(found, key=len, reverse=True)
 
 
+@functools.cache
+def _configured_secrets() -> tuple[str, ...]:
+    """This process's secrets, read once: every log record is redacted, and the environment does
+    not change after start."""
+    return tuple(secret_values())
+
+
 def redact(text: str, env: Mapping[str, str] | None = None) -> str:
-    for secret in secret_values(env):
+    """`text` with its secrets hidden; `env`: whose secrets (default: this process's)."""
+    for secret in _configured_secrets() if env is None else secret_values(env):
         text = text.replace(secret, HIDDEN)
     text = _USERINFO.sub(rf"\1{HIDDEN}@", text)
     text = _PASSWORD_PARAM.sub(rf"\1{HIDDEN}", text)

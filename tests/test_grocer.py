@@ -133,8 +133,11 @@ PROBES: list[tuple[str, str, str, dict[str, Any], str | None]] = [
 
 
 def order_count(db_url: str) -> int:
+    """The orders under the probes' reference (other tests place orders meanwhile)."""
     with psycopg.connect(db_url) as conn:
-        row = conn.execute("select count(*) from grocer.orders").fetchone()
+        row = conn.execute(
+            "select count(*) from grocer.orders where reference = %s", (GOOD["reference"],)
+        ).fetchone()
         assert row is not None
         return int(row[0])
 
