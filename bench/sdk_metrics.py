@@ -8,10 +8,11 @@ to the server took.
 from __future__ import annotations
 
 import re
-import socket
 import urllib.request
 
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+
+from infra.processes import free_port
 
 # (metric, operation label or None) -> what it measures.
 LEGS = {
@@ -31,9 +32,7 @@ _SAMPLE = re.compile(r"^(\w+)_(sum|count)\{(.*)\} ([0-9.e+-]+)$")
 
 
 def runtime_with_metrics() -> tuple[Runtime, str]:
-    with socket.socket() as probe:  # a free loopback port
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     runtime = Runtime(
         telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=f"127.0.0.1:{port}"))
     )

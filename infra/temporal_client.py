@@ -27,11 +27,29 @@ NAMESPACE = "default"
 READY_TIMEOUT_S = 10
 
 
-def _reason(err: Exception) -> str:
+# What the TLS layer says, and what to set: (text in the error, the line to show, final?).
+# A refused handshake will not succeed on a retry; a closed connection might be a server starting.
+_REASONS = (
+    ("Connection refused", "connection refused (is the server running? set TEMPORAL_ADDRESS)",
+     False),
+    ("fatal alert: CertificateRequired", "the server requires a client certificate "
+     "(set TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH)", True),
+    ("fatal alert: UnknownCA", "the server does not trust the client certificate", True),
+    ("fatal alert", "the server refused the TLS handshake", True),
+    ("invalid peer certificate", "the server's certificate is not trusted "
+     "(TEMPORAL_TLS_SERVER_CA_CERT_PATH, TEMPORAL_TLS_SERVER_NAME)", True),
+    ("broken pipe", "the server closed the connection (does it expect TLS? set TEMPORAL_TLS=true)",
+     False),
+)  # fmt: skip
+
+
+def _reason(err: Exception) -> tuple[str, bool]:
+    """One line saying why the server did not answer, and whether retrying is pointless."""
     text = str(err).strip()
-    if "Connection refused" in text:
-        return "connection refused (is the server running? set TEMPORAL_ADDRESS)"
-    return text.splitlines()[0] if text else type(err).__name__
+    for needle, line, final in _REASONS:
+        if needle.lower() in text.lower():
+            return line, final
+    return (text.splitlines()[0] if text else type(err).__name__), False
 
 
 def configured() -> ClientConnectConfig:
@@ -39,7 +57,8 @@ def configured() -> ClientConnectConfig:
     try:
         config = ClientConfig.load_client_connect_config()
     except (RuntimeError, ValueError, OSError) as err:
-        raise ConfigError(f"the Temporal client settings are not valid: {_reason(err)}") from None
+        reason = _reason(err)[0]
+        raise ConfigError(f"the Temporal client settings are not valid: {reason}") from None
     if not config.get("target_host"):
         config["target_host"] = temporal_address()  # nothing configured: the local dev server
     config.setdefault("namespace", NAMESPACE)
@@ -72,6 +91,7 @@ async def connect_temporal(
             )
             return client
         except (RuntimeError, RPCError) as err:
-            if time.monotonic() > deadline:
-                raise ConfigError(f"cannot reach Temporal at {where}: {_reason(err)}") from None
+            reason, final = _reason(err)
+            if final or time.monotonic() > deadline:
+                raise ConfigError(f"cannot reach Temporal at {where}: {reason}") from None
             await asyncio.sleep(0.2)

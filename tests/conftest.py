@@ -4,10 +4,8 @@ Helpers live in `tests/helpers.py`."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,7 +17,8 @@ from psycopg.conninfo import make_conninfo
 from temporalio.client import Client
 
 from infra.db import connect_sync, database_url, ensure_schema_sync
-from tests.helpers import GROCER_API_KEYS, ROOT, WorkerProcess, child_env
+from infra.processes import free_port
+from tests.helpers import GROCER_API_KEYS, ROOT, WorkerProcess, child_env, wait_listening
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -66,23 +65,14 @@ GROCER_TTL_S = 1.0
 def grocer_url(db_url: str) -> Iterator[str]:
     """`python -m grocer --test-mode` on a free port, its keys living GROCER_TTL_S, with two
     accounts (helpers.GROCER_API_KEYS)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "grocer", "--port", str(port), "--test-mode"],
         cwd=ROOT, env=child_env(db_url, GROCER_KEY_TTL_S=str(GROCER_TTL_S),
                                 GROCER_API_KEYS=GROCER_API_KEYS),
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr
-            time.sleep(0.1)
+    wait_listening(proc, port)
     yield f"http://127.0.0.1:{port}"
     proc.terminate()
     assert proc.wait(10) == 0  # SIGTERM is a clean stop

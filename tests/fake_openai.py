@@ -5,13 +5,13 @@ echoes the request's Authorization header, as careless providers do)."""
 
 from __future__ import annotations
 
-import socket
 import time
 from collections import deque
 
 from aiohttp import web
 
 from agent.llm import StubModel
+from infra.processes import free_port
 
 
 class FakeOpenAI:
@@ -20,9 +20,7 @@ class FakeOpenAI:
         self.requests = 0
         self.stub = StubModel()
         self.runner: web.AppRunner | None = None
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = int(probe.getsockname()[1])
+        self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
 
     async def start(self) -> None:

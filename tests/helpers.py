@@ -8,17 +8,20 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psycopg
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from agent.data import GroceryRequest, GroceryResult
 from agent.outcome import RunState, read_run_state_sync
 from crashlab.lab import crashing_worker
+from infra.processes import listening
 from workflows.grocery import GroceryAgentWorkflow
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,6 +36,15 @@ def new_run_id(prefix: str) -> str:
 GROCER_API_KEY = "household-account-key-0123456789"
 STRANGER_API_KEY = "stranger-account-key-9876543210"
 GROCER_API_KEYS = f"household={GROCER_API_KEY},stranger={STRANGER_API_KEY}"
+
+
+def wait_listening(proc: subprocess.Popen[str], port: int, timeout_s: float = 30) -> None:
+    """Until the service `proc` started answers on 127.0.0.1:`port`; fails the test with what it
+    printed if it exits first or does not answer in `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not listening("127.0.0.1", port):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1]
+        time.sleep(0.05)
 
 
 def child_env(db_url: str, **extra: str) -> dict[str, str]:
@@ -148,7 +160,7 @@ class WorkerProcess:
         self.proc = subprocess.Popen(
             [sys.executable, *args],
             cwd=ROOT,
-            env=child_env(db_url, TEMPORAL_ADDRESS=address, TASK_QUEUE=queue, **env),
+            env=child_env(db_url, **{"TEMPORAL_ADDRESS": address, "TASK_QUEUE": queue, **env}),
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )
@@ -198,3 +210,49 @@ async def crash_then_resume(
     resumed = workers(queue, KEY_STRATEGY=key_strategy, **resume_env)
     result = await asyncio.wait_for(handle.result(), RESULT_TIMEOUT_S)
     return workflow_id, result, resumed
+
+
+def starter(db_url: str, address: str, queue: str, *args: str, **env: str) -> dict[str, object]:
+    """`starter.py --json` for a run expected to complete: its outcome."""
+    done = run_python(
+        ["starter.py", "--task-queue", queue, "--json", *args],
+        child_env(db_url, TEMPORAL_ADDRESS=address, **env),
+        RESULT_TIMEOUT_S,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+async def failing_starter(
+    db_url: str, address: str, queue: str, household: str, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """`starter.py` for a run expected to fail, its output for `assert_one_line_error`."""
+    return await asyncio.to_thread(
+        run_python,
+        ["starter.py", "--task-queue", queue, "--household", household],
+        child_env(db_url, TEMPORAL_ADDRESS=address, **env),
+        RESULT_TIMEOUT_S,
+    )
+
+
+async def attempts(client: Client, workflow_id: str) -> list[int]:
+    """The attempt number of every ActivityTaskStarted event in the run's history."""
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    return [
+        e.activity_task_started_event_attributes.attempt
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+    ]
+
+
+PAYMENTS_INPUT = '{"customer": "acme", "invoices": ["inv-1", "inv-2", "inv-3"]}'
+
+
+def payments(factory: str) -> list[str]:
+    """crashtest's arguments for the payments example, with the worker factory named."""
+    return [
+        "--worker", f"examples.payments.worker:{factory}",
+        "--workflow", "examples.payments.workflow:PaymentsWorkflow",
+        "--input", PAYMENTS_INPUT,
+        "--observe", "examples.payments.observe:payments_of", "--jobs", "4",
+    ]  # fmt: skip

@@ -14,6 +14,7 @@ from tests.helpers import (
     child_env,
     crashtest_runs,
     failing,
+    payments,
     run_python,
 )
 
@@ -25,16 +26,6 @@ GROCERY = [
     "--data-converter", "temporalio.contrib.pydantic:pydantic_data_converter",
     "--jobs", "6",  # three crash tests at once, beside the rest of the suite
 ]  # fmt: skip
-PAYMENTS_INPUT = '{"customer": "acme", "invoices": ["inv-1", "inv-2", "inv-3"]}'
-
-
-def payments(factory: str) -> list[str]:
-    return [
-        "--worker", f"examples.payments.worker:{factory}",
-        "--workflow", "examples.payments.workflow:PaymentsWorkflow",
-        "--input", PAYMENTS_INPUT,
-        "--observe", "examples.payments.observe:payments_of", "--jobs", "4",
-    ]  # fmt: skip
 
 
 def test_grocery_agent_with_and_without_keys(

@@ -16,14 +16,15 @@ from agent.data import Choice, OrderLine, PantryReport
 from agent.guardrails import GuardrailViolation, check_choice
 from starter import this_week
 from tests.helpers import (
+    RESULT_TIMEOUT_S,
     WorkerProcess,
     assert_one_line_error,
+    attempts,
     child_env,
     new_run_id,
     run_python,
     state,
 )
-from tests.test_temporal import RESULT_TIMEOUT_S, attempts
 
 
 async def start(

@@ -13,8 +13,15 @@ from temporalio.client import Client
 
 from starter import this_week
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import WorkerProcess, assert_one_line_error, child_env, new_run_id, run_python
-from tests.test_temporal import RESULT_TIMEOUT_S, attempts
+from tests.helpers import (
+    RESULT_TIMEOUT_S,
+    WorkerProcess,
+    assert_one_line_error,
+    attempts,
+    child_env,
+    new_run_id,
+    run_python,
+)
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import http.server
 import json
-import subprocess
 import threading
 import urllib.request
 from collections.abc import Callable
@@ -16,7 +15,6 @@ from typing import Any
 import psycopg
 import pytest
 from google.protobuf.duration_pb2 import Duration
-from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -28,42 +26,22 @@ from starter import this_week
 from tests.conftest import GROCER_TTL_S as TTL_S
 from tests.helpers import (
     GROCER_API_KEY,
-    RESULT_TIMEOUT_S,
     STRANGER_API_KEY,
     WorkerProcess,
     assert_one_line_error,
+    attempts,
     child_env,
     crash_then_resume,
+    failing_starter,
     new_run_id,
     run_python,
+    starter,
     state,
 )
 from tests.reordered_workflow import ReorderedGroceryAgentWorkflow
 from workflows.grocery import GroceryAgentWorkflow
 
 HISTORY = Path(__file__).parent / "histories" / "grocery_completed.json"
-
-
-def starter(db_url: str, address: str, queue: str, *args: str, **env: str) -> dict[str, object]:
-    done = run_python(
-        ["starter.py", "--task-queue", queue, "--json", *args],
-        child_env(db_url, TEMPORAL_ADDRESS=address, **env),
-        RESULT_TIMEOUT_S,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
-
-
-async def failing_starter(
-    db_url: str, address: str, queue: str, household: str, **env: str
-) -> subprocess.CompletedProcess[str]:
-    """`starter.py` for a run expected to fail, its output for `assert_one_line_error`."""
-    return await asyncio.to_thread(
-        run_python,
-        ["starter.py", "--task-queue", queue, "--household", household],
-        child_env(db_url, TEMPORAL_ADDRESS=address, **env),
-        RESULT_TIMEOUT_S,
-    )
 
 
 def test_no_crash_and_no_second_order_for_the_same_week(
@@ -86,16 +64,6 @@ def test_no_crash_and_no_second_order_for_the_same_week(
 
     # SIGTERM is a graceful shutdown: exit code 0, not a crash.
     assert worker.stop() == 0, worker.log()
-
-
-async def attempts(client: Client, workflow_id: str) -> list[int]:
-    """The attempt number of every ActivityTaskStarted event in the run's history."""
-    history = await client.get_workflow_handle(workflow_id).fetch_history()
-    return [
-        e.activity_task_started_event_attributes.attempt
-        for e in history.events
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
-    ]
 
 
 @pytest.mark.parametrize(

@@ -27,15 +27,33 @@ def configured() -> ClientConnectConfig:
     try:
         return ClientConfig.load_client_connect_config()
     except (RuntimeError, ValueError, OSError) as err:
-        why = _reason(err)
+        why = _reason(err)[0]
         raise ServerUnreachable(f"the Temporal client settings are not valid: {why}") from None
 
 
-def _reason(err: Exception) -> str:
+# (text in the error, the line to show, whether a retry is pointless): a refused TLS handshake
+# stays refused; a refused or closed connection may be a server still starting.
+_REASONS = (
+    ("Connection refused", "connection refused (is the server running? set TEMPORAL_ADDRESS)",
+     False),
+    ("fatal alert: CertificateRequired", "the server requires a client certificate "
+     "(set TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH)", True),
+    ("fatal alert: UnknownCA", "the server does not trust the client certificate", True),
+    ("fatal alert", "the server refused the TLS handshake", True),
+    ("invalid peer certificate", "the server's certificate is not trusted "
+     "(TEMPORAL_TLS_SERVER_CA_CERT_PATH, TEMPORAL_TLS_SERVER_NAME)", True),
+    ("broken pipe", "the server closed the connection (does it expect TLS? set TEMPORAL_TLS=true)",
+     False),
+)  # fmt: skip
+
+
+def _reason(err: Exception) -> tuple[str, bool]:
+    """One line saying why the server did not answer, and whether retrying is pointless."""
     text = str(err).strip()
-    if "Connection refused" in text:
-        return "connection refused (is the server running? set TEMPORAL_ADDRESS)"
-    return text.splitlines()[0] if text else type(err).__name__
+    for needle, line, final in _REASONS:
+        if needle.lower() in text.lower():
+            return line, final
+    return (text.splitlines()[0] if text else type(err).__name__), False
 
 
 class ServerUnreachable(ConnectionError):
@@ -75,8 +93,7 @@ async def connect(
             )
             return client
         except (RuntimeError, RPCError) as err:
-            if time.monotonic() > deadline:
-                raise ServerUnreachable(
-                    f"cannot reach Temporal at {address}: {_reason(err)}"
-                ) from None
+            why, final = _reason(err)
+            if final or time.monotonic() > deadline:
+                raise ServerUnreachable(f"cannot reach Temporal at {address}: {why}") from None
             await asyncio.sleep(0.2)
