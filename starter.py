@@ -12,6 +12,7 @@ import datetime
 import json
 import logging
 import re
+import time
 from typing import Any
 
 import psycopg
@@ -32,13 +33,14 @@ from agent.outcome import read_run_state
 from infra.cli import run_main
 from infra.config import task_queue
 from infra.db import connect, database_url, ensure_schema
-from infra.errors import AgentError, ConfigError
+from infra.errors import AgentError, ConfigError, DatabaseUnavailable
 from infra.logs import LogFormat, log_format
 from infra.temporal_client import connect_temporal
 from infra.temporal_server import ui_url
 from workflows.grocery import GroceryAgentWorkflow
 
 log = logging.getLogger("starter")
+RECONNECT_S = 30  # how long the outcome waits for a restarting Postgres
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _WEEK = re.compile(r"^\d{4}-W(0[1-9]|[1-4]\d|5[0-3])$")
@@ -163,6 +165,19 @@ async def start_or_find(
     return result, run_id, started
 
 
+async def connect_soon(url: str) -> psycopg.AsyncConnection:
+    """A connection, waiting up to RECONNECT_S for a Postgres that is restarting; then one line
+    (DatabaseUnavailable)."""
+    deadline = time.monotonic() + RECONNECT_S
+    while True:
+        try:
+            return await connect(url)
+        except DatabaseUnavailable:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.5)
+
+
 async def main(args: argparse.Namespace) -> int:
     if log_format() is LogFormat.TEXT:  # at a terminal the printed outcome says it all
         log.setLevel(logging.WARNING)
@@ -172,15 +187,18 @@ async def main(args: argparse.Namespace) -> int:
     if not queue.strip():
         raise ConfigError("the task queue name is empty")
     grocer = grocer_from_env()
+    url = database_url()
     try:
-        async with await connect(database_url()) as conn:
+        # No connection is held while the run goes on: Postgres may restart meanwhile.
+        async with await connect(url) as conn:
             await ensure_schema(conn)
             client = await connect_temporal()
             if args.again:
                 await prepare_again(client, conn, workflow_id)
-            result, run_id, started = await start_or_find(
-                client, request, workflow_id, queue, args.again
-            )
+        result, run_id, started = await start_or_find(
+            client, request, workflow_id, queue, args.again
+        )
+        async with await connect_soon(url) as conn:
             state = await read_run_state(conn, workflow_id, grocer)
     finally:
         if grocer is not None:

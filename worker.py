@@ -35,9 +35,10 @@ from agent.llm import model_from_env
 from infra.cli import run_main
 from infra.config import env_port, env_str, task_queue
 from infra.db import database_url, ensure_schema, open_pool
+from infra.errors import ConfigError
 from infra.health import PROBE_TIMEOUT_S, Probe, watch
 from infra.logs import log_format, sdk_logging
-from infra.metrics import count_effects, metrics_host
+from infra.metrics import count_effects, metrics_address
 from infra.temporal_client import connect_temporal
 from workflows.grocery import GroceryAgentWorkflow
 
@@ -94,6 +95,24 @@ def dependencies(pool: AsyncConnectionPool, client: Client) -> dict[str, Probe]:
     return {"Postgres": postgres, "Temporal": temporal}
 
 
+def metrics_runtime(port: int) -> Runtime:
+    """An SDK runtime serving Prometheus metrics on METRICS_HOST:`port`; ConfigError (one line)
+    if it cannot listen there (the port in use, an address not of this machine)."""
+    address = metrics_address(port)
+    try:
+        return Runtime(
+            telemetry=TelemetryConfig(
+                logging=sdk_logging(log_format()),
+                metrics=PrometheusConfig(bind_address=address),
+            )
+        )
+    except ValueError as err:
+        why = str(err).removeprefix("Failed starting Prometheus exporter: ")
+        raise ConfigError(
+            f"METRICS_PORT={port}: cannot serve metrics on {address}: {why}"
+        ) from None
+
+
 async def main(interceptors: Sequence[Interceptor] = ()) -> int:
     # Validate every setting before connecting to anything.
     model_from_env()
@@ -104,12 +123,7 @@ async def main(interceptors: Sequence[Interceptor] = ()) -> int:
 
     runtime = None
     if metrics_port is not None:
-        runtime = Runtime(
-            telemetry=TelemetryConfig(
-                logging=sdk_logging(log_format()),
-                metrics=PrometheusConfig(bind_address=f"{metrics_host()}:{metrics_port}"),
-            )
-        )
+        runtime = metrics_runtime(metrics_port)
         count_effects(runtime.metric_meter)  # ours beside the SDK's: effects created / refused
     pool = await open_app_pool()
     try:

@@ -43,10 +43,15 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
+# How long a request waits for a database connection before answering 503 (retryable): well
+# inside the agent's request timeout, so a store without its database says so.
+DB_WAIT_S = 5.0
+
+
 async def main(args: argparse.Namespace) -> int:
     ttl = grocer_key_ttl_s()
     accounts = Accounts.from_env(os.environ)
-    pool = await open_pool(database_url())
+    pool = await open_pool(database_url(), wait_s=DB_WAIT_S)
     try:
         store = Store(pool, ttl)
         await store.ensure_schema()

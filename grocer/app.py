@@ -8,7 +8,9 @@ import logging
 import re
 from collections.abc import Awaitable, Callable
 
+import psycopg
 from aiohttp import web
+from psycopg_pool import PoolTimeout
 from pydantic import ValidationError
 
 from grocer.accounts import Accounts
@@ -29,6 +31,7 @@ ACCOUNTS = web.AppKey("accounts", Accounts)
 ACCOUNT = "account"  # the request's account, set by `_authenticate`
 _KEY = re.compile(rf"[\x20-\x7e]{{1,{MAX_KEY_CHARS}}}")  # printable ASCII
 _REFERENCE = re.compile(PRINTABLE)
+DATABASE_DOWN = "its database does not answer"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -47,6 +50,10 @@ async def _json_errors(request: web.Request, handler: Handler) -> web.StreamResp
         return _error(err.status, err.reason)
     except (asyncio.CancelledError, ConnectionResetError):
         raise
+    except (psycopg.OperationalError, PoolTimeout) as err:
+        log.warning("%s %s: the database does not answer: %s", request.method, request.path,
+                    type(err).__name__)  # fmt: skip
+        return _error(503, DATABASE_DOWN)
     except Exception:
         log.exception("%s %s failed", request.method, request.path)
         return _error(500, "the grocer failed")
@@ -128,7 +135,7 @@ async def clear_faults(request: web.Request) -> web.Response:
 async def health(request: web.Request) -> web.Response:
     if await request.app[STORE].healthy():
         return web.json_response({"ok": True})
-    return web.json_response({"ok": False, "error": "its database does not answer"}, status=503)
+    return web.json_response({"ok": False, "error": DATABASE_DOWN}, status=503)
 
 
 def make_app(store: Store, accounts: Accounts, faults: Faults | None = None) -> web.Application:

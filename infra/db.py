@@ -60,13 +60,15 @@ def connect_sync(url: str) -> psycopg.Connection:
         raise _unavailable(url, err) from None
 
 
-async def open_pool(url: str, *, max_size: int = 10) -> AsyncConnectionPool:
+async def open_pool(url: str, *, max_size: int = 10, wait_s: float = 30.0) -> AsyncConnectionPool:
     """A pool whose connections are checked before use, so a restarted Postgres is reconnected to
-    rather than failing the next activity."""
+    rather than failing the next activity; asking for a connection gives up after `wait_s`
+    (PoolTimeout)."""
     pool = AsyncConnectionPool(
         url,
         min_size=1,
         max_size=max_size,
+        timeout=wait_s,
         kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
         check=AsyncConnectionPool.check_connection,
         open=False,

@@ -36,6 +36,12 @@ def metrics_host() -> str:
     return host
 
 
+def metrics_address(port: int) -> str:
+    """HOST:PORT for the SDK's Prometheus exporter; an IPv6 host in brackets ([::1]:9464)."""
+    host = metrics_host()
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 class EffectEvent(StrEnum):
     CREATED = "effect_created"
     DUPLICATE_REFUSED = "duplicate_refused"

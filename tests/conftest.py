@@ -4,8 +4,6 @@ Helpers live in `tests/helpers.py`."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,8 +15,7 @@ from psycopg.conninfo import make_conninfo
 from temporalio.client import Client
 
 from infra.db import connect_sync, database_url, ensure_schema_sync
-from infra.processes import free_port
-from tests.helpers import GROCER_API_KEYS, ROOT, WorkerProcess, child_env, wait_listening
+from tests.helpers import GROCER_API_KEYS, WorkerProcess, running_grocer
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -55,7 +52,7 @@ def fresh_db_url(db_url: str, db: psycopg.Connection) -> Iterator[str]:
     with connect_sync(url) as conn:
         ensure_schema_sync(conn)
     yield url
-    db.execute(sql.SQL("drop database {} with (force)").format(sql.Identifier(name)))
+    db.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
 
 
 GROCER_TTL_S = 1.0
@@ -65,17 +62,10 @@ GROCER_TTL_S = 1.0
 def grocer_url(db_url: str) -> Iterator[str]:
     """`python -m grocer --test-mode` on a free port, its keys living GROCER_TTL_S, with two
     accounts (helpers.GROCER_API_KEYS)."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "grocer", "--port", str(port), "--test-mode"],
-        cwd=ROOT, env=child_env(db_url, GROCER_KEY_TTL_S=str(GROCER_TTL_S),
-                                GROCER_API_KEYS=GROCER_API_KEYS),
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    wait_listening(proc, port)
-    yield f"http://127.0.0.1:{port}"
-    proc.terminate()
-    assert proc.wait(10) == 0  # SIGTERM is a clean stop
+    with running_grocer(
+        db_url, "--test-mode", GROCER_KEY_TTL_S=str(GROCER_TTL_S), GROCER_API_KEYS=GROCER_API_KEYS
+    ) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,7 @@ from temporalio.client import Client
 from agent.data import GroceryRequest, GroceryResult
 from agent.outcome import RunState, read_run_state_sync
 from crashlab.lab import crashing_worker
-from infra.processes import listening
+from infra.processes import free_port, listening
 from workflows.grocery import GroceryAgentWorkflow
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,6 +47,23 @@ def wait_listening(proc: subprocess.Popen[str], port: int, timeout_s: float = 30
     while not listening("127.0.0.1", port):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1]
         time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def running_grocer(db_url: str, *args: str, **env: str) -> Iterator[str]:
+    """`python -m grocer ARGS` on a free port, with `env` added; yields its URL, then stops it
+    with SIGTERM, which must be a clean stop."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "grocer", "--port", str(port), *args], cwd=ROOT,
+        env=child_env(db_url, **env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        wait_listening(proc, port)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        assert proc.wait(10) == 0, proc.communicate()[1]
 
 
 def child_env(db_url: str, **extra: str) -> dict[str, str]:
@@ -256,3 +275,10 @@ def payments(factory: str) -> list[str]:
         "--input", PAYMENTS_INPUT,
         "--observe", "examples.payments.observe:payments_of", "--jobs", "4",
     ]  # fmt: skip
+
+
+def scrape(port: int, host: str = "127.0.0.1") -> str:
+    """A worker's Prometheus metrics page (METRICS_PORT, on METRICS_HOST `host`)."""
+    where = f"[{host}]" if ":" in host else host
+    with urllib.request.urlopen(f"http://{where}:{port}/metrics", timeout=5) as response:
+        return str(response.read().decode())

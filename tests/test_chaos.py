@@ -3,17 +3,35 @@ restarted, on the lab's own servers; then the invariants, checked straight from 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from temporalio.client import Client
+from temporalio.service import RPCError
 
 from crashlab.invariants import NO_RUN, check_runs
-from infra.db import connect
-from tests.helpers import assert_one_line_error, new_run_id, run_journal, run_python
+from crashlab.servers import LabPostgres
+from infra.db import connect, connect_sync, ensure_schema_sync
+from starter import this_week
+from tests.helpers import (
+    RESULT_TIMEOUT_S,
+    ROOT,
+    WorkerProcess,
+    assert_one_line_error,
+    child_env,
+    new_run_id,
+    run_journal,
+    run_python,
+)
 
 
 def lab_env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -96,3 +114,37 @@ def test_chaos_refuses_what_it_may_not_do(
 ) -> None:
     done = run_python(["-m", "crashlab", "chaos", *args], lab_env(tmp_path, **env))
     assert_one_line_error(done, message)
+
+
+async def test_the_starter_lives_through_a_postgres_restart(
+    tmp_path: Path, temporal_address: str, workers: Callable[..., WorkerProcess], client: Client
+) -> None:
+    """A Postgres of the test's own is SIGKILLed and started again while `starter.py` waits on
+    its run: the run completes, and the starter reports it (it holds no connection meanwhile)."""
+    postgres = LabPostgres(tmp_path)
+    url = await postgres.start()
+    try:
+        with connect_sync(url) as conn:
+            ensure_schema_sync(conn)
+        queue, household = new_run_id("q"), new_run_id("h")
+        workers(queue, DATABASE_URL=url, STEP_PAUSE_MS="300")
+        waiting = await asyncio.create_subprocess_exec(
+            sys.executable, "starter.py", "--task-queue", queue, "--household", household, "--json",
+            cwd=ROOT, env=child_env(url, TEMPORAL_ADDRESS=temporal_address),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        handle = client.get_workflow_handle(f"grocery-{household}-{this_week()}")
+        while True:  # the run has started: the starter now only waits
+            with contextlib.suppress(RPCError):
+                await handle.describe()
+                break
+            assert waiting.returncode is None, await waiting.communicate()
+            await asyncio.sleep(0.1)
+        await postgres.kill()
+        await postgres.start()
+        stdout, stderr = await asyncio.wait_for(waiting.communicate(), RESULT_TIMEOUT_S)
+        assert waiting.returncode == 0, stderr.decode()
+        out = json.loads(stdout)
+        assert (out["model_calls"], out["orders"], out["emails"]) == (3, 1, 1)
+    finally:
+        await postgres.stop()

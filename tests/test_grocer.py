@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -16,18 +14,24 @@ from typing import Any
 import aiohttp
 import psycopg
 import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 
 from agent.data import OrderLine
 from agent.grocer import GrocerClient, GrocerRefused, GrocerUnavailable
-from infra.processes import free_port, listening
+from grocer.app import DATABASE_DOWN
+from grocer.store import MAX_LINES
+from infra.processes import free_port
 from tests.conftest import GROCER_TTL_S as TTL_S
 from tests.helpers import (
     GROCER_API_KEY,
-    ROOT,
     STRANGER_API_KEY,
     assert_one_line_error,
     child_env,
     run_python,
+    running_grocer,
 )
 
 AUTH = {"Authorization": f"Bearer {GROCER_API_KEY}"}
@@ -189,27 +193,33 @@ async def test_faults_are_bounded_and_can_be_cleared(grocer_url: str) -> None:
 
 
 def test_a_grocer_not_in_test_mode_takes_no_faults(db_url: str) -> None:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "grocer", "--port", str(port)], cwd=ROOT,
-        env=child_env(db_url), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 30
-        while not listening("127.0.0.1", port):
-            assert proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.1)
+    with running_grocer(db_url) as url:
         request = urllib.request.Request(
-            f"http://127.0.0.1:{port}/_faults", data=b'{"next": ["error"]}', method="POST",
-            headers=AUTH,
-        )  # fmt: skip
+            f"{url}/_faults", data=b'{"next": ["error"]}', method="POST", headers=AUTH
+        )
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(request, timeout=5)
         assert refused.value.code == 404  # not in production
         assert json.loads(refused.value.read())["error"]
-    finally:
-        proc.terminate()
-        proc.wait(10)
+
+
+async def test_health_says_when_the_database_is_gone(
+    fresh_db_url: str, db: psycopg.Connection
+) -> None:
+    """A grocer whose database is dropped under it: /health and an order answer 503 with JSON
+    (the agent retries a 503), within the grocer's wait for a connection."""
+    with running_grocer(fresh_db_url) as url:
+        async with aiohttp.ClientSession(headers=AUTH) as http:
+            async with http.get(f"{url}/health") as response:
+                assert response.status == 200 and (await response.json())["ok"] is True
+            name = sql.Identifier(str(conninfo_to_dict(fresh_db_url)["dbname"]))
+            db.execute(sql.SQL("drop database {} with (force)").format(name))
+            async with http.get(f"{url}/health") as response:
+                body = await response.json()
+                assert response.status == 503 and body["ok"] is False, body
+            async with http.post(f"{url}/orders", json=GOOD) as response:
+                body = await response.json(content_type=None)
+                assert response.status == 503 and body == {"error": DATABASE_DOWN}, body
 
 
 def test_a_grocer_without_a_key_or_with_a_weak_one_does_not_start(db_url: str) -> None:
@@ -222,3 +232,70 @@ def test_a_grocer_without_a_key_or_with_a_weak_one_does_not_start(db_url: str) -
     placeholder = {**env, "GROCER_API_KEY": "change-me-grocer-account-key"}
     example = run_python(["-m", "grocer", "--port", str(free_port())], placeholder, timeout=30)
     assert_one_line_error(example, "the key is .env.example's placeholder: set your own")
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+GOOD_LINE = st.fixed_dictionaries(
+    {"item": st.sampled_from(["milk", "eggs", "caviar"]), "quantity": st.integers(1, 100)}
+)
+NEAR_LINE = GOOD_LINE | st.fixed_dictionaries(
+    {"item": st.text(max_size=120) | JSON_VALUES, "quantity": st.integers(-5, 200) | JSON_VALUES},
+    optional={"price": JSON_VALUES},
+)
+# What HTTP allows in a header value (RFC 9110: visible ASCII, space, obs-text); a DEL or another
+# control character is not HTTP, and aiohttp's parser answers it 400 in plain text, before the app.
+HEADER_TEXT = st.text(
+    st.characters(min_codepoint=0x20, max_codepoint=0xFF, exclude_characters="\x7f"), max_size=300
+)
+
+
+@st.composite
+def order_bodies(draw: st.DrawFn, reference: str) -> object:
+    """Request bodies: mostly near an order (the probes' reference, lines with wrong types,
+    bounds, fields), some any JSON at all."""
+    if draw(st.booleans()):
+        return draw(JSON_VALUES)
+    lines = st.lists(NEAR_LINE, max_size=3) | st.lists(GOOD_LINE, max_size=MAX_LINES + 2)
+    return {"reference": reference, "lines": draw(lines)}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_any_body_is_an_order_or_a_4xx_with_json(
+    grocer_url: str, db_url: str, data: st.DataObject
+) -> None:
+    """Whatever the body and the key, the answer is an order (2xx) or a 4xx JSON error, never a
+    5xx; a row is added only for an order answered as new."""
+    reference = f"prop-{uuid.uuid4().hex[:10]}"
+    body = data.draw(order_bodies(reference))
+    key = data.draw(st.none() | HEADER_TEXT)
+    headers = {**AUTH, "Content-Type": "application/json"}
+    if key is not None:
+        headers["Idempotency-Key"] = key
+    request = urllib.request.Request(
+        f"{grocer_url}/orders", data=json.dumps(body).encode(), headers=headers, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            status, answer = response.status, json.loads(response.read())
+    except urllib.error.HTTPError as err:
+        status, answer = err.code, json.loads(err.read())
+    event(f"answered {status}")
+    assert status < 500, (status, answer, body)
+    assert isinstance(answer, dict)
+    with psycopg.connect(db_url) as conn:
+        row = conn.execute(
+            "select count(*) from grocer.orders where reference = %s", (reference,)
+        ).fetchone()
+    added = row[0] if row else None
+    if status >= 400:
+        assert answer.get("error") and added == 0, (status, answer, body)
+    else:
+        assert status in (200, 201) and answer["reference"] == reference, answer
+        assert added == 1, (answer, body)

@@ -9,11 +9,14 @@ import subprocess
 from collections.abc import AsyncIterator, Callable
 
 import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from temporalio.client import Client
 
+from infra.processes import free_port
 from starter import this_week
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import (
+    GROCER_API_KEY,
     RESULT_TIMEOUT_S,
     WorkerProcess,
     assert_one_line_error,
@@ -21,6 +24,7 @@ from tests.helpers import (
     child_env,
     new_run_id,
     run_python,
+    scrape,
 )
 
 
@@ -94,18 +98,23 @@ def test_missing_settings_are_one_line(db_url: str, temporal_address: str) -> No
 
 
 async def test_no_secret_leaves_in_an_error_line_a_log_or_the_history(
-    provider: FakeOpenAI, db_url: str, temporal_address: str,
+    provider: FakeOpenAI, db_url: str, temporal_address: str, grocer_url: str,
     workers: Callable[..., WorkerProcess], client: Client,
 ) -> None:  # fmt: skip
-    """The provider echoes the request's Authorization header in its error, and the base URL
-    carries credentials: neither reaches the starter's output, the worker's log or the run's
-    durable history (the starter is not even told the secrets: the history itself is clean)."""
+    """The provider echoes the request's Authorization header in its error, the base URL carries
+    credentials, the database URL a password (libpq's key=value form) and the grocer key is set:
+    none reaches the starter's output, the worker's log, its metrics or the run's durable history
+    (the starter is not even told the model's secrets: the history itself is clean)."""
     key, url_password = "sk-SENTINEL-key-0123456789", "URL-SENTINEL-9876"
+    db_password = str(conninfo_to_dict(db_url).get("password") or "DB-SENTINEL-5555")
+    worker_db_url = make_conninfo(db_url, password=db_password)  # trust auth: ignored if unasked
     provider.script.append("echo-auth")
-    queue, household = new_run_id("q"), new_run_id("h")
+    queue, household, port = new_run_id("q"), new_run_id("h"), free_port()
     base_url = provider.base_url.replace("http://", f"http://robot:{url_password}@")
     worker = workers(queue, **{**model_env(provider), "MODEL_API_KEY": key,
-                               "MODEL_BASE_URL": base_url})  # fmt: skip
+                               "MODEL_BASE_URL": base_url, "DATABASE_URL": worker_db_url,
+                               "METRICS_PORT": str(port), "ORDER_BACKEND": "grocer",
+                               "GROCER_URL": grocer_url})  # fmt: skip
     done = await asyncio.to_thread(
         run_python,
         ["starter.py", "--task-queue", queue, "--household", household],
@@ -117,9 +126,12 @@ async def test_no_secret_leaves_in_an_error_line_a_log_or_the_history(
     workflow_id = f"grocery-{household}-{this_week()}"
     history = (await client.get_workflow_handle(workflow_id).fetch_history()).to_json()
     assert "Invalid credentials" in history  # the failure is there, without the secret
-    for secret in (key, url_password):
+    metrics = scrape(port)
+    assert "grocery_effects_created" in metrics or "temporal_" in metrics
+    for secret in (key, url_password, db_password, GROCER_API_KEY):
         assert secret not in done.stdout + done.stderr
         assert secret not in worker.log()
+        assert secret not in metrics
         assert secret not in history
 
 

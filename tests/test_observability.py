@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import urllib.request
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +22,7 @@ from tests.helpers import (
     crash_then_resume,
     new_run_id,
     run_python,
+    scrape,
     state,
 )
 
@@ -29,11 +30,6 @@ from tests.helpers import (
 def json_lines(text: str) -> list[dict[str, Any]]:
     """Every line of a JSON log, parsed: a line that is not one JSON object fails the test."""
     return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
-def scrape(port: int) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        return str(response.read().decode())
 
 
 def counter(metrics: str, name: str, effect: str) -> float:
@@ -78,8 +74,9 @@ async def test_json_log_of_a_crashed_run_shows_the_refused_duplicate_order(
 async def test_metrics_endpoint_serves_the_sdk_metrics_and_ours(
     db_url: str, temporal_address: str, workers: Callable[..., WorkerProcess]
 ) -> None:
+    """...on an IPv6 METRICS_HOST (the loopback ::1)."""
     port, queue = free_port(), new_run_id("q")
-    workers(queue, METRICS_PORT=str(port))
+    workers(queue, METRICS_PORT=str(port), METRICS_HOST="::1")
     done = await asyncio.to_thread(
         run_python,
         ["starter.py", "--task-queue", queue, "--household", new_run_id("h"), "--json"],
@@ -87,7 +84,7 @@ async def test_metrics_endpoint_serves_the_sdk_metrics_and_ours(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
 
-    metrics = scrape(port)
+    metrics = scrape(port, "::1")
     # The SDK's own: the worker completed this run's workflow and activities.
     assert re.search(r'^temporal_workflow_completed\S*\{[^}]*task_queue="' + queue, metrics, re.M)
     assert re.search(r"^temporal_activity_execution_latency\S*\{[^}]*place_order", metrics, re.M)
@@ -96,6 +93,20 @@ async def test_metrics_endpoint_serves_the_sdk_metrics_and_ours(
     assert counter(metrics, "grocery_effects_created", "orders") == 1
     assert counter(metrics, "grocery_effects_created", "emails") == 1
     assert counter(metrics, "grocery_duplicates_refused", "orders") == 0
+
+
+def test_a_metrics_port_in_use_is_one_line(db_url: str, temporal_address: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run_python(
+            ["worker.py"],
+            child_env(db_url, TEMPORAL_ADDRESS=temporal_address, METRICS_PORT=str(port)),
+        )
+    assert_one_line_error(
+        done, f"METRICS_PORT={port}: cannot serve metrics on 127.0.0.1:{port}: Address already"
+    )
 
 
 def test_bad_log_format_is_one_line(db_url: str) -> None:
