@@ -1,16 +1,11 @@
 """`python worker.py`: a Temporal worker for the grocery agent's task queue.
 
-Environment: TEMPORAL_ADDRESS (unset: the local dev server, started if needed), DATABASE_URL
-(unset: the embedded Postgres), TASK_QUEUE, KEY_STRATEGY (workflow | run | none),
-ORDER_BACKEND (postgres | grocer), GROCER_URL, GROCER_API_KEY,
-GROCER_KEY_TTL_S, ORDER_EFFECT_CHECK, MODEL (stub | openai) and MODEL_*, STUB_MODEL_LATENCY_MS,
-STUB_MODEL_FAULT, METRICS_PORT (Prometheus /metrics, on METRICS_HOST, default 127.0.0.1),
-LOG_FORMAT (text | json). SIGTERM or Ctrl-C shuts down gracefully:
-running activities get 10 s to finish.
-It logs one line when it loses Postgres or Temporal, and one when it has it back.
+Its settings come from the environment (the table in docs/operations.md). SIGTERM or Ctrl-C
+shuts down gracefully: running activities get 10 s to finish. It logs one line when it loses
+Postgres or Temporal, and one when it has it back.
 
 `build_worker(client, task_queue)` builds the same worker on a client and task queue it is
-given, for a tool that runs it on a client of its own (the README's crash tests do). `main` takes
+given, for a tool that runs it on a client of its own (crashtest does). `main` takes
 more client interceptors for a caller that runs this worker with some (the chaos lab does).
 """
 

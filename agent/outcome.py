@@ -115,9 +115,9 @@ def read_run_state_sync(conn: psycopg.Connection, run_id: str) -> RunState:
 
 
 async def final_state(workflow_id: str) -> dict[str, object]:
-    """A run's final state as JSON (the README's `--observe agent.outcome:final_state`): what the
-    household got (order items, the email naming its order, the summary) and what was paid for
-    (model calls), with this run's own order ids masked."""
+    """A run's final state as JSON (`make crashtest` observes it): what the household got (order
+    items, the email naming its order, the summary) and what was paid for (model calls), with
+    this run's own order ids masked."""
     grocer = grocer_from_env()
     try:
         async with await connect(database_url()) as conn:

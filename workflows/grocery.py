@@ -18,7 +18,7 @@ with workflow.unsafe.imports_passed_through():
         SummaryInput,
     )
 
-# Chosen for a fast, safe recovery from a killed worker (see README, "Timeouts"):
+# Chosen for a fast, safe recovery from a killed worker (see docs/operations.md, "Timeouts"):
 # - heartbeat_timeout 2 s: activities heartbeat every 0.5 s, so a dead worker is noticed in <= 2 s;
 # - start_to_close_timeout 5 min: the bound on one attempt of a slow model call;
 # - retries start after 200 ms and back off to 5 s; a model that keeps answering malformed JSON,
