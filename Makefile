@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint bench matrix crashtest chaos stop clean
+.PHONY: setup demo test check lint bench matrix crashtest chaos stop clean
 
 setup: $(STAMP)
 
@@ -21,6 +21,14 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -n 2 --dist loadfile
+
+# While you work: lint, types and the in-process tests (no server, no process started; well under
+# a minute). `make test` runs these and every test marked `servers` (see conftest.py).
+check: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/python -m pytest -m "not servers" -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

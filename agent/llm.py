@@ -13,14 +13,13 @@ import json
 import logging
 from enum import StrEnum
 from typing import Protocol, TypeVar
-from urllib.parse import urlsplit
 
 import psycopg
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ValidationError
 
 from agent.effects import find_by_key, insert_once, log_effect
-from infra.config import env_number, env_str, model_latency_seconds, parse_choice
+from infra.config import env_number, env_str, http_url, model_latency_seconds, parse_choice
 from infra.errors import AgentError, ConfigError
 from infra.metrics import EffectEvent
 from infra.redaction import redact
@@ -123,9 +122,7 @@ LOOPBACK = ("localhost", "127.0.0.1", "::1")
 def _refuse_a_key_in_clear(base_url: str, api_key: str) -> None:
     """A model key is not sent over plain http to another machine, unless asked for
     (MODEL_ALLOW_PLAIN_HTTP=1)."""
-    parts = urlsplit(base_url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"MODEL_BASE_URL={redact(base_url)!r} is not an http(s) URL with a host")
+    parts = http_url("MODEL_BASE_URL", base_url, repr(redact(base_url)))
     in_clear = parts.scheme == "http" and parts.hostname not in LOOPBACK and api_key != "none"
     if in_clear and env_str("MODEL_ALLOW_PLAIN_HTTP") != "1":
         raise ConfigError(

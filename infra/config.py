@@ -7,6 +7,7 @@ import os
 from enum import StrEnum
 from pathlib import Path
 from typing import TypeVar
+from urllib.parse import SplitResult, urlsplit
 
 from infra.errors import ConfigError
 
@@ -54,8 +55,8 @@ def env_number(
     if positive and value <= 0:
         raise ConfigError(f"{name}={raw!r} must be more than 0")
     if not minimum <= value <= maximum:
-        top = "" if maximum == math.inf else f" and at most {maximum:g}"
-        raise ConfigError(f"{name}={raw!r} must be at least {minimum:g}{top}")
+        top = "" if maximum == math.inf else f" and at most {maximum:.10g}"
+        raise ConfigError(f"{name}={raw!r} must be at least {minimum:.10g}{top}")
     return value
 
 
@@ -103,6 +104,15 @@ def step_pause_seconds() -> tuple[float, float] | None:
     if not 0 <= bounds[0] <= bounds[1]:
         raise ConfigError(f"STEP_PAUSE_MS={raw!r}: need 0 <= LOW <= HIGH")
     return bounds[0] / 1000, bounds[1] / 1000
+
+
+def http_url(name: str, url: str, shown: str | None = None) -> SplitResult:
+    """The parts of an http(s) URL with a host; else ConfigError naming `name` (with the URL as
+    `shown`, e.g. without its password)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{name}={shown or repr(url)} is not an http(s) URL with a host")
+    return parts
 
 
 def parse_choice(options: type[Choice], text: str, what: str) -> Choice:

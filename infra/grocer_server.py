@@ -8,9 +8,8 @@ from __future__ import annotations
 import os
 import secrets
 import sys
-from urllib.parse import urlsplit
 
-from infra.config import data_dir, env_str
+from infra.config import data_dir, env_str, http_url
 from infra.errors import ConfigError
 from infra.local_service import ensure_running, stop
 
@@ -23,9 +22,7 @@ def grocer_url() -> str:
     """GROCER_URL if set, else the local grocer (started if it is not running)."""
     url = env_str("GROCER_URL")
     if url:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigError(f"GROCER_URL={url!r} is not an http(s) URL with a host")
+        http_url("GROCER_URL", url)
         return url.rstrip("/")
     command = [sys.executable, "-m", "grocer", "--host", HOST, "--port", str(PORT)]
     ensure_running(NAME, command, HOST, PORT, {"GROCER_API_KEY": grocer_api_key()})

@@ -33,6 +33,8 @@ from tests.helpers import (
     run_python,
 )
 
+pytestmark = pytest.mark.servers  # the lab's own Postgres and Temporal, and its processes
+
 
 def lab_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     """The lab starts servers of its own (under DATA_DIR) when none is named."""

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from tests.helpers import run_python
 
@@ -26,6 +27,7 @@ def postmaster_pid(data: Path) -> int:
     return int((data / "pg" / "postmaster.pid").read_text().splitlines()[0])
 
 
+@pytest.mark.servers
 def test_a_killed_embedded_postgres_is_recovered(tmp_path: Path) -> None:
     data = tmp_path / "data"
     url = start_embedded(data)
@@ -54,6 +56,7 @@ def test_a_killed_embedded_postgres_is_recovered(tmp_path: Path) -> None:
         os.kill(postmaster_pid(data), signal.SIGTERM)
 
 
+@pytest.mark.servers
 def test_stop_stops_postgres_even_after_a_sigkilled_process(tmp_path: Path) -> None:
     """The library lists every process that started the server and will not stop while one is
     listed; a SIGKILLed process never removes itself. `python -m infra stop` stops it anyway."""

@@ -141,6 +141,7 @@ def test_pytest_plugin(pytester: pytest.Pytester, app_env: dict[str, str],
     assert "Traceback" not in result.stdout.str()
 
 
+@pytest.mark.servers
 def test_a_private_dev_server_is_tuned_and_stopped(tmp_path: Path) -> None:
     server = PrivateDevServer(tmp_path / "server.log")
     try:

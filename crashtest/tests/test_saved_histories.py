@@ -1,0 +1,99 @@
+"""Reading a recovery from a saved history, in-process: the histories in histories/ are real
+crash-test cells of the notes app (`record_histories.py` made them), fast-forwarded and with
+`--real-timeouts`; what the tool reads from each must be what it reported when it ran."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from temporal_crashtest.history import (
+    RunHistory,
+    read_tree,
+    recovery_waits,
+    task_timeouts_on_live_workers,
+)
+from temporal_crashtest.interceptor import ROOT_SCOPE
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowHistory
+
+HISTORIES = Path(__file__).parent / "histories"
+PRODUCTION_TASK_TIMEOUT_S = 10.0  # the notes app's; a fast cell ran with 1 s
+
+
+def saved(name: str) -> tuple[RunHistory, list[str]]:
+    """A saved cell: its run, and the timeouts the tool reported its recovery waited on."""
+    record = json.loads((HISTORIES / f"{name}.json").read_text())
+    history = WorkflowHistory.from_json(name, record["history"])
+    started = history.events[0].workflow_execution_started_event_attributes
+    run = RunHistory(ROOT_SCOPE, name, started.original_execution_run_id,
+                     started.workflow_type.name, started.task_queue.name, history)  # fmt: skip
+    return run, list(record["waited_on"])
+
+
+def killed(run: RunHistory) -> set[str]:
+    """The worker killed in the cell: the one that took the run's first workflow task (each
+    saved cell started on the worker that was to die)."""
+    first = next(
+        e for e in run.history.events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED
+    )
+    return {first.workflow_task_started_event_attributes.identity}
+
+
+def labels(run: RunHistory) -> dict[int, str]:
+    """Each ActivityTaskScheduled event's boundary label, as the report names it."""
+    by_activity_id = {b.activity_id: b.label for b in read_tree([run]).boundaries}
+    return {
+        e.event_id: by_activity_id[e.activity_task_scheduled_event_attributes.activity_id]
+        for e in run.history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    }
+
+
+def test_the_boundaries_are_named_from_the_history() -> None:
+    run, _ = saved("notes-real-after-effect-1")
+    tree = read_tree([run])
+    assert [b.label for b in tree.boundaries] == ["write_note#1 (milk)", "write_note#2 (eggs)"]
+    assert [b.number for b in tree.boundaries] == [1, 2]
+    assert tree.untested == []
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        # Waiting out the server: the heartbeat timeout, then the dead worker's sticky queue.
+        ("notes-real-after-effect-1",
+         ["write_note#1 (milk) heartbeat timeout 2.0 s", "sticky queue timeout 1.0 s"]),
+        # Fast-forwarded: the attempt was failed at once; the timeout it stands for is named.
+        ("notes-fast-after-effect-1", ["write_note#1 (milk) heartbeat timeout 2.0 s"]),
+        # Killed holding a workflow task: its timeout, at its production length.
+        ("notes-real-after-checkpoint-1", ["workflow task start-to-close timeout 10.0 s"]),
+        ("notes-fast-after-checkpoint-1", ["workflow task start-to-close timeout 10.0 s"]),
+    ],
+)  # fmt: skip
+def test_recovery_waits_are_read_from_the_history(name: str, expected: list[str]) -> None:
+    run, reported = saved(name)
+    waits = recovery_waits(run, labels(run), PRODUCTION_TASK_TIMEOUT_S, killed(run))
+    assert waits == expected
+    # What the tool reported when it ran: the same, and for a fast-forwarded kill after an
+    # effect the sticky queue wait it skipped (read from the worker, not the history).
+    assert reported[: len(waits)] == waits
+
+
+def test_only_a_live_workers_task_timeout_is_unexplained() -> None:
+    run, _ = saved("notes-fast-after-checkpoint-1")
+    assert task_timeouts_on_live_workers([run], killed(run)) == 0
+    assert task_timeouts_on_live_workers([run], set()) == 1  # had the worker lived: unexplained
+    run, _ = saved("notes-fast-after-effect-1")
+    assert task_timeouts_on_live_workers([run], killed(run)) == 0
+
+
+def test_a_timeout_before_the_killed_workers_last_task_is_not_the_recoverys() -> None:
+    """Named as killed, the worker that finished the run: every wait came before its last
+    workflow task, so none is the recovery's."""
+    run, _ = saved("notes-real-after-effect-1")
+    last = [e for e in run.history.events
+            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED][-1]  # fmt: skip
+    finisher = {last.workflow_task_started_event_attributes.identity}
+    assert recovery_waits(run, labels(run), PRODUCTION_TASK_TIMEOUT_S, finisher) == []

@@ -1,0 +1,81 @@
+"""The interceptor's stamps and crash sites, and the report's differences, in-process."""
+
+from __future__ import annotations
+
+import pytest
+from temporal_crashtest.interceptor import (
+    ROOT_SCOPE,
+    CrashSite,
+    Stamp,
+    decode_scope,
+    decode_stamp,
+    encode,
+    next_run,
+)
+from temporal_crashtest.points import CrashPointError, Moment
+from temporal_crashtest.report import differences, short
+from temporalio.api.common.v1 import Payload
+
+
+def test_a_stamp_travels_in_a_header_and_back() -> None:
+    stamp = Stamp("order-1", ROOT_SCOPE, 4, "place_order", local=False, occurrence=1)
+    assert decode_stamp(encode(stamp.__dict__)) == stamp
+    assert decode_stamp(None) is None
+    assert decode_stamp(Payload(data=b"not json")) is None
+    assert decode_stamp(encode({"root": "order-1"})) is None  # fields missing: not ours
+
+
+def test_a_stamp_names_its_boundary() -> None:
+    assert Stamp("w", ROOT_SCOPE, 4, "place_order", False).label() == "activity 4 (place_order)"
+    child = Stamp("w", "ChargeChild@1", 1, "charge", True)
+    assert child.label() == "ChargeChild@1 activity 1 (charge local)"
+
+
+def test_a_scope_header_and_the_next_run_of_a_chain() -> None:
+    scope = decode_scope(encode({"root": "w", "scope": "@1"}))
+    assert scope is not None and (scope.root, scope.scope) == ("w", "@1")
+    assert decode_scope(encode({"root": "w"})) is None
+    assert next_run("@1") == "@2"
+    assert next_run("ChargeChild@3") == "ChargeChild@4"
+
+
+def test_a_crash_site_finds_its_stamp_by_position_or_type() -> None:
+    by_position = CrashSite.parse("after-effect:4")
+    assert (by_position.moment, by_position.position) == (Moment.AFTER_EFFECT, 4)
+    place = Stamp("w", ROOT_SCOPE, 4, "place_order", False)
+    second_charge = Stamp("w", ROOT_SCOPE, 3, "charge", False, occurrence=2)
+    assert by_position.names(place) and not by_position.names(second_charge)
+    by_type = CrashSite.parse("after-checkpoint:charge#2")
+    assert (by_type.activity, by_type.occurrence) == ("charge", 2)
+    assert by_type.names(second_charge) and not by_type.names(place)
+    assert str(by_type) == "after-checkpoint:charge#2"
+    assert CrashSite.parse(by_type.to_text()) == by_type  # how the runner hands it to a worker
+    elsewhere = Stamp("w", "ChargeChild@1", 4, "place_order", False)
+    assert not by_position.names(elsewhere)  # another run of the tree
+
+
+@pytest.mark.parametrize("text", ["reset:4", "after-effect:4*2", "{not json", "somewhere:1"])
+def test_a_worker_crashes_itself_only_once_after_an_effect_or_a_checkpoint(text: str) -> None:
+    with pytest.raises(CrashPointError):
+        CrashSite.parse(text)
+
+
+def test_differences_say_what_changed_in_one_line() -> None:
+    order = {"items": ["milk"]}
+    reference = {"orders": [order], "emails": ["#1"], "summary": "ok"}
+    assert differences(reference, reference) is None
+    assert differences(reference, {**reference, "orders": [order, order]}) == (
+        "orders: 1 → 2 entries"
+    )
+    assert differences(reference, {**reference, "summary": "oops"}) == 'summary: "ok" → "oops"'
+    assert differences(reference, {"orders": [{"items": ["eggs"]}], "emails": ["#1"]}) == (
+        'orders[0].items[0]: "milk" → "eggs"; summary: missing'
+    )
+    assert differences([1], {"a": 1}) == 'the observed value: [1] → {"a": 1}'
+
+
+def test_many_differences_are_counted_not_listed() -> None:
+    reference = {f"k{i}": i for i in range(6)}
+    observed = {f"k{i}": i + 1 for i in range(6)}
+    assert differences(reference, observed) == "k0: 0 → 1; k1: 1 → 2; k2: 2 → 3 (+3 more)"
+    assert short("x" * 100, 10) == '"xxxxxx...'
