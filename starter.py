@@ -27,12 +27,12 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from agent.data import GroceryRequest, GroceryResult
-from agent.grocer import grocer_from_env
+from agent.grocer import configured_grocer
 from agent.llm import forget_recorded_answers
 from agent.outcome import read_run_state
 from infra.cli import run_main
 from infra.config import task_queue
-from infra.db import connect, database_url, ensure_schema
+from infra.db import connect_postgres, ensure_database_url, ensure_schema
 from infra.errors import AgentError, ConfigError, DatabaseUnavailable
 from infra.logs import LogFormat, log_format
 from infra.temporal_client import connect_temporal
@@ -133,7 +133,8 @@ async def prepare_again(client: Client, conn: psycopg.AsyncConnection, workflow_
 async def start_or_find(
     client: Client, request: GroceryRequest, workflow_id: str, queue: str, again: bool = False
 ) -> tuple[GroceryResult, str, bool]:
-    """Start the run, or find the one that already has this id. Returns (result, run id, new?).
+    """Start the run, or find the one that already has this id. Returns (result, Temporal's run
+    id, new?).
 
     The workflow id is the business id: a second start for the same week is refused by the
     reuse policy, so it finds the first run instead of ordering again; `again` allows a new run
@@ -159,10 +160,10 @@ async def start_or_find(
     except WorkflowFailureError as err:
         hint = "" if again else "; run it again with --again"
         raise AgentError(f"run {workflow_id} failed: {reason(err)}{hint}") from None
-    run_id = handle.result_run_id or handle.run_id or ""
-    if not run_id:
-        run_id = (await handle.describe()).run_id
-    return result, run_id, started
+    workflow_run_id = handle.result_run_id or handle.run_id or ""
+    if not workflow_run_id:
+        workflow_run_id = (await handle.describe()).run_id
+    return result, workflow_run_id, started
 
 
 async def connect_soon(url: str) -> psycopg.AsyncConnection:
@@ -171,7 +172,7 @@ async def connect_soon(url: str) -> psycopg.AsyncConnection:
     deadline = time.monotonic() + RECONNECT_S
     while True:
         try:
-            return await connect(url)
+            return await connect_postgres(url)
         except DatabaseUnavailable:
             if time.monotonic() > deadline:
                 raise
@@ -186,28 +187,25 @@ async def main(args: argparse.Namespace) -> int:
     queue = args.task_queue or task_queue()
     if not queue.strip():
         raise ConfigError("the task queue name is empty")
-    grocer = grocer_from_env()
-    url = database_url()
-    try:
+    async with configured_grocer() as grocer:  # its settings checked before anything starts
+        url = ensure_database_url()
         # No connection is held while the run goes on: Postgres may restart meanwhile.
-        async with await connect(url) as conn:
+        async with await connect_postgres(url) as conn:
             await ensure_schema(conn)
             client = await connect_temporal()
             if args.again:
                 await prepare_again(client, conn, workflow_id)
-        result, run_id, started = await start_or_find(
+        result, workflow_run_id, started = await start_or_find(
             client, request, workflow_id, queue, args.again
         )
         async with await connect_soon(url) as conn:
             state = await read_run_state(conn, workflow_id, grocer)
-    finally:
-        if grocer is not None:
-            await grocer.client.close()
-    link = f"{ui_url()}/namespaces/{client.namespace}/workflows/{workflow_id}/{run_id}/history"
+    run_path = f"namespaces/{client.namespace}/workflows/{workflow_id}/{workflow_run_id}"
+    link = f"{ui_url()}/{run_path}/history"
     outcome = {
         "workflow_id": workflow_id,
         "namespace": client.namespace,
-        "run_id": run_id,
+        "workflow_run_id": workflow_run_id,
         "already_ran": not started,
         "summary": result.summary.text,
         "order_id": result.order.order_id,
@@ -218,7 +216,7 @@ async def main(args: argparse.Namespace) -> int:
     }
     log.info("%s %s: order #%s, %s", workflow_id, "completed" if started else "already ran",
              result.order.order_id, state.counts_text(),
-             extra={"workflow_id": workflow_id, "workflow_run_id": run_id})  # fmt: skip
+             extra={"workflow_id": workflow_id, "workflow_run_id": workflow_run_id})  # fmt: skip
     if args.json:
         print(json.dumps(outcome))
         return 0

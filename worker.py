@@ -25,11 +25,11 @@ from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Worker
 
 from activities.grocery import GroceryActivities, KeyStrategy
-from agent.grocer import Grocer, grocer_from_env
+from agent.grocer import Grocer, configured_grocer, grocer_from_env
 from agent.llm import model_from_env
 from infra.cli import run_main
 from infra.config import env_port, env_str, task_queue
-from infra.db import database_url, ensure_schema, open_pool
+from infra.db import ensure_database_url, ensure_schema, open_pool
 from infra.errors import ConfigError
 from infra.health import PROBE_TIMEOUT_S, Probe, watch
 from infra.logs import log_format, sdk_logging
@@ -65,7 +65,7 @@ def make_worker(
 
 
 async def open_app_pool() -> AsyncConnectionPool:
-    pool = await open_pool(database_url())
+    pool = await open_pool(ensure_database_url())
     async with pool.connection() as conn:
         await ensure_schema(conn)
     return pool
@@ -112,31 +112,29 @@ async def main(interceptors: Sequence[Interceptor] = ()) -> int:
     # Validate every setting before connecting to anything.
     model_from_env()
     strategy = key_strategy()
-    grocer = grocer_from_env()
     metrics_port = env_port("METRICS_PORT")
     queue = task_queue()
-
-    runtime = None
-    if metrics_port is not None:
-        runtime = metrics_runtime(metrics_port)
-        count_effects(runtime.metric_meter)  # ours beside the SDK's: effects created / refused
-    pool = await open_app_pool()
-    try:
-        client = await connect_temporal(runtime=runtime, interceptors=interceptors)
-        health = asyncio.create_task(watch(dependencies(pool, client), log))
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        async with make_worker(client, pool, queue, grocer):
-            log.info("worker ready: pid %d, task queue %s, keys %s", os.getpid(), queue, strategy)
-            await stop.wait()
-            log.info("shutting down")
-        health.cancel()
-    finally:
-        await pool.close()
-        if grocer is not None:
-            await grocer.client.close()
+    async with configured_grocer() as grocer:
+        runtime = None
+        if metrics_port is not None:
+            runtime = metrics_runtime(metrics_port)
+            count_effects(runtime.metric_meter)  # ours beside the SDK's: effects created, refused
+        pool = await open_app_pool()
+        try:
+            client = await connect_temporal(runtime=runtime, interceptors=interceptors)
+            health = asyncio.create_task(watch(dependencies(pool, client), log))
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
+            async with make_worker(client, pool, queue, grocer):
+                log.info("worker ready: pid %d, task queue %s, keys %s", os.getpid(), queue,
+                         strategy)  # fmt: skip
+                await stop.wait()
+                log.info("shutting down")
+            health.cancel()
+        finally:
+            await pool.close()
     return 0
 
 

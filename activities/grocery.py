@@ -29,8 +29,9 @@ from agent.data import (
     Summary,
     SummaryInput,
 )
-from agent.grocer import Grocer
-from agent.llm import Model
+from agent.grocer import Grocer, GrocerRefused, OrderNotOurs
+from agent.guardrails import GuardrailViolation
+from agent.llm import Model, ModelOutputError, ModelRefused
 from infra.config import parse_choice
 
 T = TypeVar("T")
@@ -38,6 +39,13 @@ T = TypeVar("T")
 # Heartbeat this often while a step runs: a killed worker is noticed after the workflow's
 # heartbeat_timeout, not after the (much longer) start_to_close_timeout.
 HEARTBEAT_EVERY_S = 0.5
+
+
+# What the steps raise when another attempt cannot help: the workflow's retry policy names them
+# (by class name, as Temporal matches an application error's type), so a rename cannot skip one.
+NOT_RETRIED: tuple[type[Exception], ...] = (
+    ModelOutputError, ModelRefused, GuardrailViolation, GrocerRefused, OrderNotOurs,
+)  # fmt: skip
 
 
 class KeyStrategy(StrEnum):
@@ -72,6 +80,11 @@ async def heartbeating(work: Awaitable[T]) -> T:
 
 
 class GroceryActivities:
+    """The six steps as Temporal activities, handed their dependencies (a Postgres pool, the
+    model, the key strategy, the grocer or None). Each activity heartbeats, derives its
+    idempotency key from `workflow_id:activity_id` (KEY_STRATEGY: `run` uses the run id, `none`
+    no key) and calls the same step function the journal does (agent.steps)."""
+
     def __init__(
         self,
         pool: AsyncConnectionPool,

@@ -60,6 +60,11 @@ class GroceryRequest(BaseModel):
     week: str = Field(min_length=1, description="ISO week, e.g. 2026-W49")
 
 
+# The week of every run whose outcome is compared with another's (the crash lab, the benches,
+# the tests): a fixed business id, so that runs of the same household are the same run.
+EXAMPLE_WEEK = "2026-W49"
+
+
 class PantryInput(BaseModel):
     household: str
     plan: Plan

@@ -9,7 +9,9 @@ the run fails with the grocer's own reason.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -21,7 +23,7 @@ from pydantic import BaseModel
 from agent.data import OrderLine
 from infra.config import env_str, grocer_key_ttl_s, parse_choice
 from infra.errors import AgentError
-from infra.grocer_server import grocer_api_key, grocer_url
+from infra.grocer_server import ensure_grocer_url, grocer_api_key
 from infra.redaction import redact
 
 TIMEOUT_S = 10.0
@@ -73,6 +75,12 @@ class GrocerClient:
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
+
+    async def __aenter__(self) -> GrocerClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
     async def place(self, reference: str, lines: list[OrderLine], key: str | None) -> GrocerOrder:
         headers = {**self._auth, **({"Idempotency-Key": key} if key else {})}
@@ -134,14 +142,32 @@ class Grocer:
     key_ttl_s: float
     effect_check: bool = True
 
+    async def __aenter__(self) -> Grocer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.client.close()
+
+
+@contextlib.asynccontextmanager
+async def configured_grocer() -> AsyncIterator[Grocer | None]:
+    """`grocer_from_env()`, its HTTP session closed on leaving."""
+    grocer = grocer_from_env()
+    try:
+        yield grocer
+    finally:
+        if grocer is not None:
+            await grocer.client.close()
+
 
 def grocer_from_env() -> Grocer | None:
-    """The grocer if ORDER_BACKEND=grocer (None: orders go to our own table)."""
+    """The grocer if ORDER_BACKEND=grocer (None: orders go to our own table); every setting
+    checked, nothing connected yet."""
     backend = parse_choice(OrderBackend, env_str("ORDER_BACKEND") or "postgres", "order backend")
     if backend is OrderBackend.POSTGRES:
         return None
     check = parse_choice(Switch, env_str("ORDER_EFFECT_CHECK") or "on", "ORDER_EFFECT_CHECK")
-    client = GrocerClient(grocer_url(), grocer_api_key())
+    client = GrocerClient(ensure_grocer_url(), grocer_api_key())
     return Grocer(client, grocer_key_ttl_s(), effect_check=check is Switch.ON)
 
 

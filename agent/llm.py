@@ -34,6 +34,14 @@ class ModelOutputError(AgentError):
     """The model answered, but not with the JSON the step asked for. Retrying will not help."""
 
 
+class ModelUnavailable(AgentError):
+    """The model did not answer this time (429, 5xx, no connection, timeout): try again."""
+
+
+class ModelRefused(AgentError):
+    """The model's provider refused the request (a 4xx other than 429): retrying will not help."""
+
+
 class Model(Protocol):
     async def complete(self, prompt: str) -> str:
         """Answer a prompt with text (the steps ask for JSON)."""

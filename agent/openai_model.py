@@ -16,18 +16,10 @@ from __future__ import annotations
 
 import openai
 
-from infra.errors import AgentError
+from agent.llm import ModelRefused, ModelUnavailable
 from infra.redaction import redact
 
 SYSTEM = "You are a grocery assistant. Answer with the JSON object asked for, nothing else."
-
-
-class ModelUnavailable(AgentError):
-    """The model did not answer this time (429, 5xx, no connection, timeout): try again."""
-
-
-class ModelRefused(AgentError):
-    """The model's provider refused the request (a 4xx other than 429): retrying will not help."""
 
 
 class OpenAIModel:

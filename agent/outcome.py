@@ -12,12 +12,12 @@ import re
 import psycopg
 from pydantic import BaseModel
 
-from agent.grocer import Grocer, grocer_from_env
+from agent.grocer import Grocer, configured_grocer
 from agent.steps import STEPS, SUMMARISE, Effect, order_reference
-from infra.db import connect, database_url
+from infra.db import connect_postgres, ensure_database_url
 
-# One round trip: the counts and the content of a run's effects.
-_RUN_STATE = """
+# One round trip: the counts and the content of a run's effects (parameters: `run_state_params`).
+RUN_STATE_SQL = """
 select
   (select count(*) from model_calls where run_id = %(r)s),
   (select coalesce(jsonb_agg(jsonb_build_object('id', id, 'items', items) order by id), '[]')
@@ -58,6 +58,15 @@ class RunState(BaseModel):
     emails: list[EmailRow]
     summary: str | None
 
+    @classmethod
+    def from_row(cls, run_id: str, row: tuple[object, ...]) -> RunState:
+        """From the row RUN_STATE_SQL answers."""
+        calls, orders, emails, summary = row
+        return cls.model_validate(
+            {"run_id": run_id, "model_calls": calls, "orders": orders, "emails": emails,
+             "summary": summary}
+        )  # fmt: skip
+
     @property
     def counts(self) -> tuple[int, int, int]:
         return self.model_calls, len(self.orders), len(self.emails)
@@ -69,7 +78,7 @@ class RunState(BaseModel):
     def exists(self) -> bool:
         return bool(self.model_calls or self.orders or self.emails or self.summary)
 
-    def final_state(self) -> dict[str, object]:
+    def comparable(self) -> dict[str, object]:
         """The run's whole outcome with its own order ids replaced by a placeholder, so that two
         runs compare equal exactly when they ordered the same items, sent the same email naming
         their own order, and wrote the same summary. An email naming some other order id keeps
@@ -90,7 +99,7 @@ class RunState(BaseModel):
         }
 
 
-def _params(run_id: str) -> dict[str, object]:
+def run_state_params(run_id: str) -> dict[str, object]:
     return {"r": run_id, "summarise": SUMMARISE.number}
 
 
@@ -98,30 +107,21 @@ async def read_run_state(
     conn: psycopg.AsyncConnection, run_id: str, grocer: Grocer | None = None
 ) -> RunState:
     """With the grocer, the run's orders are the ones the grocer holds under its reference."""
-    cur = await conn.execute(_RUN_STATE, _params(run_id))
+    cur = await conn.execute(RUN_STATE_SQL, run_state_params(run_id))
     row = await cur.fetchone()
     assert row is not None
-    orders = row[1]
+    state = RunState.from_row(run_id, row)
     if grocer is not None:
         placed = await grocer.client.find(order_reference(run_id))
-        orders = [{"id": o.id, "items": [line.model_dump() for line in o.lines]} for o in placed]
-    return RunState(run_id=run_id, model_calls=row[0], orders=orders, emails=row[2], summary=row[3])
-
-
-def read_run_state_sync(conn: psycopg.Connection, run_id: str) -> RunState:
-    row = conn.execute(_RUN_STATE, _params(run_id)).fetchone()
-    assert row is not None
-    return RunState(run_id=run_id, model_calls=row[0], orders=row[1], emails=row[2], summary=row[3])
+        state.orders = [OrderRow(id=o.id, items=[line.model_dump() for line in o.lines])
+                        for o in placed]  # fmt: skip
+    return state
 
 
 async def final_state(workflow_id: str) -> dict[str, object]:
     """A run's final state as JSON (`make crashtest` observes it): what the household got (order
     items, the email naming its order, the summary) and what was paid for (model calls), with
     this run's own order ids masked."""
-    grocer = grocer_from_env()
-    try:
-        async with await connect(database_url()) as conn:
-            return (await read_run_state(conn, workflow_id, grocer)).final_state()
-    finally:
-        if grocer is not None:
-            await grocer.client.close()
+    async with configured_grocer() as grocer:
+        async with await connect_postgres(ensure_database_url()) as conn:
+            return (await read_run_state(conn, workflow_id, grocer)).comparable()

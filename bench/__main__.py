@@ -13,13 +13,13 @@ import argparse
 import json
 import logging
 import os
-import sys
 import time
 from pathlib import Path
 
 from pydantic import BaseModel
 from temporal_crashtest.processes import Processes
 
+from bench.output import say
 from bench.postgres import measure_postgres
 from bench.recovery import measure_recovery
 from bench.sdk_metrics import mean_latencies_ms, runtime_with_metrics
@@ -28,10 +28,10 @@ from bench.temporal import measure_temporal
 from bench.throughput import journal_throughput_in_child, temporal_throughput
 from infra.cli import run_main
 from infra.config import PROJECT_ROOT, data_dir
-from infra.db import connect, database_url, ensure_schema, open_pool
+from infra.db import connect_postgres, ensure_database_url, ensure_schema, open_pool
 from infra.metrics import EFFECTS_LOGGER
 from infra.temporal_client import connect_temporal
-from infra.temporal_server import temporal_address
+from infra.temporal_server import ensure_temporal_address
 from journal.crash_points import without_crash_at
 
 
@@ -71,7 +71,7 @@ def parse_args() -> argparse.Namespace:
 
 
 def progress(text: str) -> None:
-    print(f"... {text}", file=sys.stderr, flush=True)
+    say(f"... {text}")
 
 
 def print_table(figures: dict[str, BaseModel]) -> None:
@@ -114,8 +114,8 @@ async def crashtests(args: argparse.Namespace) -> int:
 
     runs = args.crashtest_runs or (1 if args.quick else 3)
     env = dict(
-        without_crash_at(os.environ), DATABASE_URL=database_url(),
-        TEMPORAL_ADDRESS=temporal_address(),
+        without_crash_at(os.environ), DATABASE_URL=ensure_database_url(),
+        TEMPORAL_ADDRESS=ensure_temporal_address(),
     )  # fmt: skip
     out = data_dir() / "bench" / f"crashtest-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
@@ -152,7 +152,7 @@ async def main(args: argparse.Namespace) -> int:
     legs: dict[str, float] = {}
     sdk_view: dict[str, float] = {}
     progress(f"Postgres: floor, checkpoint save, seed method, replay (n={n})")
-    async with await connect(database_url()) as conn:
+    async with await connect_postgres(ensure_database_url()) as conn:
         await ensure_schema(conn)
         figures.update(await measure_postgres(conn, n))
     progress(f"journal throughput: {runs} durable runs, 10 at a time")
@@ -160,7 +160,7 @@ async def main(args: argparse.Namespace) -> int:
     if not args.postgres_only:
         runtime, metrics_url = runtime_with_metrics()
         client = await connect_temporal(runtime=runtime)
-        pool = await open_pool(database_url())
+        pool = await open_pool(ensure_database_url())
         try:
             progress(f"Temporal: step overhead and the grocery agent (n={temporal_n})")
             temporal, legs = await measure_temporal(client, pool, temporal_n)
@@ -170,8 +170,8 @@ async def main(args: argparse.Namespace) -> int:
             await pool.close()
         env = dict(
             without_crash_at(os.environ),
-            DATABASE_URL=database_url(),
-            TEMPORAL_ADDRESS=temporal_address(),
+            DATABASE_URL=ensure_database_url(),
+            TEMPORAL_ADDRESS=ensure_temporal_address(),
         )
         procs = Processes(log_dir, env, cwd=PROJECT_ROOT)
         try:

@@ -21,12 +21,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from agent.data import EXAMPLE_WEEK
+from bench.output import render
+from bench.stats import p99
 from infra.config import PROJECT_ROOT
 
 GROCERY = [
     "--worker", "worker:build_worker",
     "--workflow", "workflows.grocery:GroceryAgentWorkflow",
-    "--input", '{"household": "bench", "week": "2026-W49"}',
+    "--input", json.dumps({"household": "bench", "week": EXAMPLE_WEEK}),
     "--observe", "agent.outcome:final_state",
     "--data-converter", "temporalio.contrib.pydantic:pydantic_data_converter",
 ]  # fmt: skip
@@ -104,12 +107,11 @@ def _report(path: Path) -> dict[str, Any] | None:
 
 
 def _timing(target: str, mode: str, samples: list[_Sample]) -> Timing:
-    seconds = sorted(s.seconds for s in samples)
-    p99 = seconds[min(len(seconds) - 1, int(len(seconds) * 0.99))]
+    seconds = [s.seconds for s in samples]
     first = samples[0]
     return Timing(target=target, mode=mode, boundaries=first.boundaries, cells=first.cells,
                   failing=first.failing, median_s=round(statistics.median(seconds), 2),
-                  p99_s=round(p99, 2), n=len(samples))  # fmt: skip
+                  p99_s=round(p99(seconds), 2), n=len(samples))  # fmt: skip
 
 
 async def measure(
@@ -135,16 +137,12 @@ async def measure(
 
 
 def table(timings: list[Timing]) -> str:
-    head = (f"{'crash test':<26} {'mode':<5} {'bounds':>6} {'cells':>5} {'failing':>7} "
-            f"{'median s':>8} {'p99 s':>6} {'n':>2} {'cells/s':>7} {'s/boundary':>10}")  # fmt: skip
-    lines = [head]
-    for t in timings:
-        lines.append(
-            f"{t.target:<26} {t.mode:<5} {t.boundaries:>6} {t.cells:>5} {t.failing:>7} "
-            f"{t.median_s:>8.2f} {t.p99_s:>6.2f} {t.n:>2} {t.cells_per_s:>7.2f} "
-            f"{t.s_per_boundary:>10.2f}"
-        )
-    return "\n".join(lines)
+    head = ["crash test", "mode", "bounds", "cells", "failing", "median s", "p99 s", "n",
+            "cells/s", "s/boundary"]  # fmt: skip
+    rows = [[t.target, t.mode, str(t.boundaries), str(t.cells), str(t.failing),
+             f"{t.median_s:.2f}", f"{t.p99_s:.2f}", str(t.n), f"{t.cells_per_s:.2f}",
+             f"{t.s_per_boundary:.2f}"] for t in timings]  # fmt: skip
+    return render(head, rows)
 
 
 def ratios(timings: list[Timing]) -> list[str]:

@@ -10,7 +10,7 @@ import uuid
 from temporal_crashtest.processes import Processes
 from temporalio.client import Client
 
-from agent.data import GroceryRequest
+from agent.data import EXAMPLE_WEEK, GroceryRequest
 from agent.steps import PLACE_ORDER
 from bench.stats import Figure
 from crashlab.lab import crashing_worker
@@ -30,7 +30,7 @@ async def recovery_samples(client: Client, procs: Processes, runs: int) -> list[
         doomed = await procs.start(f"{queue}-a", crashing_worker(queue, crash_at))
         handle = await client.start_workflow(
             GroceryAgentWorkflow.run,
-            GroceryRequest(household="bench", week="2026-W49"),
+            GroceryRequest(household="bench", week=EXAMPLE_WEEK),
             id=queue,
             task_queue=queue,
         )

@@ -40,7 +40,7 @@ from bench.stats import Figure
 from bench.workflows import SleepWorkflow, StepsSpec, StepsWorkflow, noop
 from crashlab.servers import LabTemporal
 from infra.config import PROJECT_ROOT, data_dir
-from infra.db import connect, database_url, ensure_schema
+from infra.db import connect_postgres, ensure_database_url, ensure_schema
 from infra.temporal_client import connect_temporal
 from journal.crash_points import without_crash_at
 from journal.engine import Design, Journal
@@ -191,7 +191,7 @@ async def temporal_scale(
         server = LabTemporal(folder)
         env = dict(
             without_crash_at(os.environ),
-            DATABASE_URL=database_url(),
+            DATABASE_URL=ensure_database_url(),
             TEMPORAL_ADDRESS=server.address,
         )
         sides.append(Side(server, Processes(folder / "logs", env, cwd=PROJECT_ROOT)))
@@ -242,15 +242,15 @@ async def temporal_scale(
 
 async def journal_scale(rows: list[int], n: int, say: Say) -> list[JournalAt]:
     """Save and load in a database per size, in turn, each against the smallest."""
-    admin_url = database_url()
+    admin_url = ensure_database_url()
     names = [f"bench_scale_{uuid.uuid4().hex[:8]}" for _ in rows]
-    async with await connect(admin_url) as admin:
+    async with await connect_postgres(admin_url) as admin:
         for name in names:
             await admin.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
     conns: list[psycopg.AsyncConnection] = []
     try:
         for name, count in zip(names, rows, strict=True):
-            conn = await connect(make_conninfo(admin_url, dbname=name))
+            conn = await connect_postgres(make_conninfo(admin_url, dbname=name))
             conns.append(conn)
             await ensure_schema(conn)
             say(f"journal: agent_steps at {count} rows")
@@ -259,7 +259,7 @@ async def journal_scale(rows: list[int], n: int, say: Say) -> list[JournalAt]:
     finally:
         for conn in conns:
             await conn.close()
-        async with await connect(admin_url) as admin:
+        async with await connect_postgres(admin_url) as admin:
             for name in names:
                 await admin.execute(
                     sql.SQL("drop database {} with (force)").format(sql.Identifier(name))

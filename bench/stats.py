@@ -7,6 +7,12 @@ import statistics
 from pydantic import BaseModel
 
 
+def p99(values: list[float]) -> float:
+    """The 99th percentile of `values` (nearest rank; with fewer than 100, the largest few)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
 class Figure(BaseModel):
     median_ms: float
     p99_ms: float
@@ -15,9 +21,8 @@ class Figure(BaseModel):
     @classmethod
     def of_ns(cls, samples_ns: list[int], *, per: int = 1) -> Figure:
         """`per`: divide each sample (e.g. a batch of `per` steps timed together)."""
-        ms = sorted(s / 1e6 / per for s in samples_ns)
-        p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
-        return cls(median_ms=round(statistics.median(ms), 5), p99_ms=round(p99, 5), n=len(ms))
+        ms = [s / 1e6 / per for s in samples_ns]
+        return cls(median_ms=round(statistics.median(ms), 5), p99_ms=round(p99(ms), 5), n=len(ms))
 
 
 class Throughput(BaseModel):

@@ -19,7 +19,7 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Worker
 
 from activities.grocery import GroceryActivities
-from agent.data import GroceryRequest
+from agent.data import EXAMPLE_WEEK, GroceryRequest
 from agent.llm import StubModel
 from agent.steps import STEPS as AGENT_STEPS
 from bench.stats import Figure
@@ -27,7 +27,7 @@ from bench.workflows import StepsSpec, StepsWorkflow, noop
 from worker import STICKY_QUEUE_TIMEOUT
 from workflows.grocery import GroceryAgentWorkflow
 
-STEPS = len(AGENT_STEPS)  # the no-op workflows have as many steps as the agent
+ACTIVITIES_PER_RUN = len(AGENT_STEPS)  # the no-op workflows have as many steps as the agent
 
 
 def bench_worker(client: Client, queue: str, pool: AsyncConnectionPool) -> Worker:
@@ -97,16 +97,16 @@ async def measure_temporal(
     def grocery() -> Awaitable[object]:
         return client.execute_workflow(
             GroceryAgentWorkflow.run,
-            GroceryRequest(household="bench", week="2026-W49"),
+            GroceryRequest(household="bench", week=EXAMPLE_WEEK),
             id=f"{queue}-grocery-{uuid.uuid4().hex[:8]}",
             task_queue=queue,
         )
 
     variants: dict[str, Callable[[], Awaitable[object]]] = {
         "empty": run(StepsSpec(steps=0)),
-        "activity": run(StepsSpec(steps=STEPS)),
-        "local": run(StepsSpec(steps=STEPS, kind="local")),
-        "grocery-settings": run(StepsSpec(steps=STEPS, kind="grocery-settings")),
+        "activity": run(StepsSpec(steps=ACTIVITIES_PER_RUN)),
+        "local": run(StepsSpec(steps=ACTIVITIES_PER_RUN, kind="local")),
+        "grocery-settings": run(StepsSpec(steps=ACTIVITIES_PER_RUN, kind="grocery-settings")),
         "grocery": grocery,
     }
     async with bench_worker(client, queue, pool):
@@ -119,7 +119,7 @@ async def measure_temporal(
         for _ in range(min(n, 20)):
             handle = await client.start_workflow(
                 StepsWorkflow.run,
-                StepsSpec(steps=STEPS),
+                StepsSpec(steps=ACTIVITIES_PER_RUN),
                 id=f"{queue}-{uuid.uuid4().hex[:8]}",
                 task_queue=queue,
             )
@@ -128,7 +128,7 @@ async def measure_temporal(
 
     def per_step(name: str) -> Figure:
         diffs = [max(0, s - e) for s, e in zip(samples[name], samples["empty"], strict=True)]
-        return Figure.of_ns(diffs, per=STEPS)
+        return Figure.of_ns(diffs, per=ACTIVITIES_PER_RUN)
 
     figures = {
         "temporal empty workflow": Figure.of_ns(samples["empty"]),

@@ -18,12 +18,12 @@ from psycopg_pool import AsyncConnectionPool
 from temporal_crashtest.processes import Processes
 from temporalio.client import Client
 
-from agent.data import GroceryRequest
+from agent.data import EXAMPLE_WEEK, GroceryRequest
 from agent.llm import StubModel
 from bench.memory import peak_rss_mb
 from bench.stats import Throughput
 from infra.config import PROJECT_ROOT
-from infra.db import database_url, open_pool
+from infra.db import ensure_database_url, open_pool
 from journal.agent import run_to_completion
 from journal.engine import Design
 from workflows.grocery import GroceryAgentWorkflow
@@ -31,7 +31,7 @@ from workflows.grocery import GroceryAgentWorkflow
 
 async def journal_throughput(runs: int, concurrency: int) -> Throughput:
     """Runs share a pool of `concurrency` connections, each run holding one while it runs."""
-    pool: AsyncConnectionPool = await open_pool(database_url(), max_size=concurrency)
+    pool: AsyncConnectionPool = await open_pool(ensure_database_url(), max_size=concurrency)
     model = StubModel()
     tag = uuid.uuid4().hex[:8]
 
@@ -60,7 +60,7 @@ async def journal_throughput_in_child(runs: int, concurrency: int) -> Throughput
         str(runs),
         str(concurrency),
         cwd=PROJECT_ROOT,
-        env={**os.environ, "DATABASE_URL": database_url()},
+        env={**os.environ, "DATABASE_URL": ensure_database_url()},
         stdout=asyncio.subprocess.PIPE,
     )
     out, _ = await proc.communicate()
@@ -77,7 +77,7 @@ async def temporal_throughput(client: Client, procs: Processes, runs: int) -> Th
         # A first run proves the worker is polling before the clock starts.
         await client.execute_workflow(
             GroceryAgentWorkflow.run,
-            GroceryRequest(household="bench", week="2026-W49"),
+            GroceryRequest(household="bench", week=EXAMPLE_WEEK),
             id=f"{queue}-warmup",
             task_queue=queue,
         )
@@ -86,7 +86,7 @@ async def temporal_throughput(client: Client, procs: Processes, runs: int) -> Th
             *(
                 client.start_workflow(
                     GroceryAgentWorkflow.run,
-                    GroceryRequest(household="bench", week="2026-W49"),
+                    GroceryRequest(household="bench", week=EXAMPLE_WEEK),
                     id=f"{queue}-{i}",
                     task_queue=queue,
                 )

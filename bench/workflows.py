@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from temporalio import activity, workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.grocery import STEP
+    from workflows.grocery import ACTIVITY_OPTIONS
 
 
 class PlainOptions(TypedDict):
@@ -43,7 +43,7 @@ class StepsWorkflow:
             if spec.kind == "local":
                 await workflow.execute_local_activity(noop, i, **PLAIN)
             elif spec.kind == "grocery-settings":  # heartbeat timeout and retry policy of the agent
-                await workflow.execute_activity(noop, i, **STEP)
+                await workflow.execute_activity(noop, i, **ACTIVITY_OPTIONS)
             else:
                 await workflow.execute_activity(noop, i, **PLAIN)
         return spec.steps

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from crashlab.cells import all_cells, select_cells
-from crashlab.matrix import default_jobs, run_matrix
+from crashlab.matrix import matrix_jobs, run_matrix
 from infra.cli import run_main
 
 
@@ -23,7 +23,7 @@ def parse_args() -> argparse.Namespace:
     matrix.add_argument("--engine", choices=["journal", "temporal", "all"], default="all")
     matrix.add_argument("--json", type=Path, help="write the cells as JSON here")
     matrix.add_argument("--markdown", type=Path, help="write the table as Markdown here")
-    matrix.add_argument("--jobs", type=int, default=default_jobs(), help="cells run at once")
+    matrix.add_argument("--jobs", type=int, default=matrix_jobs(), help="cells run at once")
     matrix.add_argument("--designs", help="only these designs, comma-separated")
     matrix.add_argument("--crash-points", help="only these crash points, comma-separated")
     sub.add_parser("demo", help="the narrated demo: kill a worker after the order, watch it heal")

@@ -32,7 +32,7 @@ UNCHECKED = "workflow-unchecked"  # workflow keys, ORDER_EFFECT_CHECK=off: the k
 EFFECT_STEPS = frozenset(step.number for step in STEPS if step.effect is not Effect.NONE)
 
 
-class Cell(BaseModel, frozen=True):
+class MatrixCell(BaseModel, frozen=True):
     engine: Engine
     design: str
     crash_at: str
@@ -58,7 +58,7 @@ class Cell(BaseModel, frozen=True):
         return True
 
 
-class CellResult(BaseModel):
+class MatrixResult(BaseModel):
     engine: Engine
     design: str
     crash_at: str
@@ -79,29 +79,30 @@ class CellResult(BaseModel):
         return f"{self.model_calls}/{self.orders}/{self.emails}"
 
 
-def all_cells(engine: Literal["journal", "temporal", "all"]) -> list[Cell]:
-    cells: list[Cell] = []
+def all_cells(engine: Literal["journal", "temporal", "all"]) -> list[MatrixCell]:
+    cells: list[MatrixCell] = []
     if engine in ("journal", "all"):
         cells += [
-            Cell(engine="journal", design=d, crash_at=c)
+            MatrixCell(engine="journal", design=d, crash_at=c)
             for d in JOURNAL_DESIGNS
             for c in CRASH_POINTS
         ]
     if engine in ("temporal", "all"):
         cells += [
-            Cell(engine="temporal", design=d, crash_at=c)
+            MatrixCell(engine="temporal", design=d, crash_at=c)
             for d in TEMPORAL_DESIGNS
             for c in (*CRASH_POINTS, RESET)
         ]
         cells += [
-            Cell(engine="temporal", design=d, crash_at=KEY_EXPIRY) for d in ("workflow", UNCHECKED)
+            MatrixCell(engine="temporal", design=d, crash_at=KEY_EXPIRY)
+            for d in ("workflow", UNCHECKED)
         ]
     return cells
 
 
 def select_cells(
-    cells: list[Cell], designs: list[str] | None, crash_points: list[str] | None
-) -> list[Cell]:
+    cells: list[MatrixCell], designs: list[str] | None, crash_points: list[str] | None
+) -> list[MatrixCell]:
     """Keep the cells of the named designs and crash points; an unknown name is an error."""
     for wanted, known, what in (
         (designs, {c.design for c in cells}, "design"),

@@ -17,7 +17,6 @@ import contextlib
 import os
 import random
 import shutil
-import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -34,14 +33,15 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.service import RPCError
 
-from agent.data import GroceryRequest
-from crashlab.faults import Fault, FaultInjector
+from agent.data import EXAMPLE_WEEK, GroceryRequest
+from bench.output import say
+from crashlab.faults import ChaosFault, FaultInjector
 from crashlab.fleet import Fleet
 from crashlab.invariants import Violation, check_runs
 from crashlab.recovery import held_by, recovery_seconds, summary_ms
 from crashlab.servers import LabPostgres, LabTemporal, stop_leftovers
 from infra.config import PROJECT_ROOT, data_dir, env_str
-from infra.db import connect, ensure_schema
+from infra.db import connect_postgres, ensure_schema
 from infra.errors import ConfigError, DatabaseUnavailable
 from infra.temporal_client import connect_temporal
 from journal.crash_points import without_crash_at
@@ -49,7 +49,6 @@ from journal.engine import Design, register_runs
 from journal.resume import READY_LINE as RESUME_READY
 from workflows.grocery import GroceryAgentWorkflow
 
-WEEK = "2026-W49"
 STEP_PAUSE_MS = "5-60"  # unless set: the windows random kills land in (see the docstring)
 JOURNAL_CONCURRENCY = 10  # runs at once in each journal process
 RETRY_S = 0.5  # how soon to ask again a server that is restarting
@@ -126,7 +125,7 @@ class TemporalRuns:
             try:
                 await self.client.start_workflow(
                     GroceryAgentWorkflow.run,
-                    GroceryRequest(household=household, week=WEEK),
+                    GroceryRequest(household=household, week=EXAMPLE_WEEK),
                     id=run_id,
                     task_queue=self.queue,
                 )
@@ -185,12 +184,12 @@ class JournalRuns:
 
     async def start(self, run_ids: list[str]) -> None:
         self.run_ids = run_ids
-        async with await connect(self.db_url) as conn:
+        async with await connect_postgres(self.db_url) as conn:
             await register_runs(conn, self.design, households(run_ids))
 
     async def completed(self) -> set[str]:
         with contextlib.suppress(psycopg.Error, DatabaseUnavailable, OSError):  # restarting
-            async with await connect(self.db_url) as conn:
+            async with await connect_postgres(self.db_url) as conn:
                 rows = await conn.execute(
                     "select run_id from agent_runs where run_id = any(%s) and status = 'completed'",
                     (self.run_ids,),
@@ -200,7 +199,7 @@ class JournalRuns:
 
     async def progress_times(self, run_ids: list[str]) -> dict[str, list[float]]:
         """When each run saved a step (database time, seconds since the epoch)."""
-        async with await connect(self.db_url) as conn:
+        async with await connect_postgres(self.db_url) as conn:
             rows = await conn.execute(
                 "select run_id, extract(epoch from created_at)::float8 from agent_steps"
                 " where run_id = any(%s)",
@@ -219,13 +218,33 @@ def quiet_runtime() -> Runtime:
     return Runtime(telemetry=TelemetryConfig(logging=LoggingConfig(filter=quiet)))
 
 
-def say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+@dataclass(frozen=True)
+class LabServers:
+    """Where a chaos run's servers are; `postgres` and `temporal` are the lab's own (None: one
+    the environment names, which the lab may not restart)."""
+
+    postgres: LabPostgres | None
+    temporal: LabTemporal | None
+    db_url: str
+    address: str | None  # Temporal's, for the Temporal engine
 
 
-async def _servers(
-    opts: ChaosOptions, folder: Path
-) -> tuple[LabPostgres | None, LabTemporal | None, str, str | None]:
+@dataclass(frozen=True)
+class ChaosRun:
+    """One chaos run: its settings, its tag, its servers and processes, where it reports."""
+
+    opts: ChaosOptions
+    tag: str
+    servers: LabServers
+    procs: Processes
+    progress: Callable[[str], None]
+    started: float  # time.monotonic() at the start
+
+    def say(self, text: str) -> None:
+        self.progress(f"[{time.monotonic() - self.started:6.1f} s] {text}")
+
+
+async def _servers(opts: ChaosOptions, folder: Path) -> LabServers:
     """The lab's own Postgres and (for Temporal) dev server, or the ones the environment names:
     those the lab may not restart."""
     given_db, given_temporal = env_str("DATABASE_URL"), env_str("TEMPORAL_ADDRESS")
@@ -240,12 +259,12 @@ async def _servers(
         postgres = LabPostgres(folder)
         db_url = await postgres.start()
     if opts.engine != "temporal":
-        return postgres, None, db_url, None
+        return LabServers(postgres, None, db_url, None)
     if given_temporal:
-        return postgres, None, db_url, given_temporal
+        return LabServers(postgres, None, db_url, given_temporal)
     temporal = LabTemporal(folder)
     try:
-        return postgres, temporal, db_url, await temporal.start()
+        return LabServers(postgres, temporal, db_url, await temporal.start())
     except BaseException:
         if postgres is not None:
             await postgres.stop()
@@ -280,7 +299,7 @@ async def _drive(
             said = time.monotonic()
             counts = ", ".join(
                 f"{f.value.replace('_', ' ')}s {injector.count(f)}/{injector.budget[f]}"
-                for f in Fault
+                for f in ChaosFault
             )
             progress(
                 f"[{said - started:6.1f} s] {len(done)}/{total} completed; {counts}; "
@@ -299,38 +318,30 @@ async def run_chaos(opts: ChaosOptions, progress: Callable[[str], None] = say) -
         await asyncio.to_thread(stop_leftovers, folder)
     shutil.rmtree(folder, ignore_errors=True)  # the last chaos run's servers and logs
     folder.mkdir(parents=True)
-    postgres, temporal, db_url, address = await _servers(opts, folder)
-    where = f"Postgres {db_url}" + (f", Temporal {address}" if address else "")
+    servers = await _servers(opts, folder)
+    where = f"Postgres {servers.db_url}" + (f", Temporal {servers.address}" if servers.address
+                                            else "")  # fmt: skip
     progress(
         f"{tag}: {opts.engine}/{opts.design}, {opts.runs} runs, {opts.workers} workers; {where}"
     )
-    env = dict(without_crash_at(os.environ), DATABASE_URL=db_url, TASK_QUEUE=tag)
+    env = dict(without_crash_at(os.environ), DATABASE_URL=servers.db_url, TASK_QUEUE=tag)
     env.setdefault("STEP_PAUSE_MS", STEP_PAUSE_MS)
     if opts.engine == "temporal":
-        env.update(TEMPORAL_ADDRESS=address or "", KEY_STRATEGY=opts.design)
+        env.update(TEMPORAL_ADDRESS=servers.address or "", KEY_STRATEGY=opts.design)
     procs = Processes(folder / "logs", env, cwd=PROJECT_ROOT)
     try:
-        return await _chaos(opts, tag, procs, postgres, temporal, db_url, address, progress,
-                            started)  # fmt: skip
+        return await _chaos(ChaosRun(opts, tag, servers, procs, progress, started))
     finally:
         procs.kill_all()
-        for server in (temporal, postgres):
+        for server in (servers.temporal, servers.postgres):
             if server is not None:
                 with contextlib.suppress(Exception):
                     await server.stop()
 
 
-async def _chaos(
-    opts: ChaosOptions,
-    tag: str,
-    procs: Processes,
-    postgres: LabPostgres | None,
-    temporal: LabTemporal | None,
-    db_url: str,
-    address: str | None,
-    progress: Callable[[str], None],
-    started: float,
-) -> ChaosReport:
+async def _chaos(run: ChaosRun) -> ChaosReport:
+    opts, tag, procs, started = run.opts, run.tag, run.procs, run.started
+    db_url, address = run.servers.db_url, run.servers.address
     run_ids = [f"{tag}-{i:04d}" for i in range(1, opts.runs + 1)]
     runs: TemporalRuns | JournalRuns
     if opts.engine == "temporal":
@@ -343,32 +354,33 @@ async def _chaos(
                       opts.workers, ready_line=RESUME_READY)  # fmt: skip
         runs = JournalRuns(db_url, fleet, Design.parse(opts.design))
     budget = {
-        Fault.WORKER_KILL: opts.kills,
-        Fault.POSTGRES_RESTART: opts.postgres_restarts,
-        Fault.TEMPORAL_RESTART: opts.temporal_restarts if opts.engine == "temporal" else 0,
+        ChaosFault.WORKER_KILL: opts.kills,
+        ChaosFault.POSTGRES_RESTART: opts.postgres_restarts,
+        ChaosFault.TEMPORAL_RESTART: opts.temporal_restarts if opts.engine == "temporal" else 0,
     }
-    injector = FaultInjector(random.Random(opts.seed), budget, fleet, postgres, temporal)
-    async with await connect(db_url) as conn:
+    injector = FaultInjector(random.Random(opts.seed), budget, fleet, run.servers.postgres,
+                             run.servers.temporal)  # fmt: skip
+    async with await connect_postgres(db_url) as conn:
         await ensure_schema(conn)
     await runs.start(run_ids)
     fleet.start()
     completed = await _drive(
-        runs, injector, len(run_ids), started + opts.deadline_s, progress, started
+        runs, injector, len(run_ids), started + opts.deadline_s, run.progress, started
     )
-    progress(f"[{time.monotonic() - started:6.1f} s] stopping the workers")
+    run.say("stopping the workers")
     await fleet.stop()
-    progress(f"[{time.monotonic() - started:6.1f} s] checking every run in Postgres")
-    async with await connect(db_url) as conn:
+    run.say("checking every run in Postgres")
+    async with await connect_postgres(db_url) as conn:
         violations = await check_runs(conn, run_ids, completed, tag)
     if isinstance(runs, TemporalRuns):
         runs.stop()
         violations += [Violation(run_id=r, what=f"failed: {why}") for r, why in
                        runs.failed.items()]  # fmt: skip
-    progress(f"[{time.monotonic() - started:6.1f} s] reading when each run made progress")
+    run.say("reading when each run made progress")
     progress_at = await runs.progress_times(run_ids)
     recoveries = []
     for kill in injector.injected:
-        if kill.fault is Fault.WORKER_KILL:
+        if kill.fault is ChaosFault.WORKER_KILL:
             held = held_by(procs.log(kill.log_name))
             if (seconds := recovery_seconds(kill, held, progress_at)) is not None:
                 recoveries.append(seconds)
@@ -378,7 +390,7 @@ async def _chaos(
         runs=opts.runs,
         completed=len(completed),
         violations=violations,
-        faults={fault.value + "s": injector.count(fault) for fault in Fault},
+        faults={fault.value + "s": injector.count(fault) for fault in ChaosFault},
         recovery_ms=summary_ms(recoveries),
         seconds=round(time.monotonic() - started, 1),
         seed=opts.seed,

@@ -23,7 +23,7 @@ WAIT_FOR_A_VICTIM_S = 0.2
 DOWNTIME_S = (1.0, 2.5)  # a killed server stays down this long before it is started again
 
 
-class Fault(StrEnum):
+class ChaosFault(StrEnum):
     WORKER_KILL = "worker_kill"
     POSTGRES_RESTART = "postgres_restart"
     TEMPORAL_RESTART = "temporal_restart"
@@ -31,7 +31,7 @@ class Fault(StrEnum):
 
 @dataclass(frozen=True)
 class Injected:
-    fault: Fault
+    fault: ChaosFault
     at: float  # wall clock (time.time()), comparable with the servers' timestamps
     pid: int  # the process killed
     log_name: str = ""  # for a worker: its log, which says what it held
@@ -41,13 +41,13 @@ class Injected:
 @dataclass
 class FaultInjector:
     rng: random.Random
-    budget: dict[Fault, int]
+    budget: dict[ChaosFault, int]
     fleet: Fleet
     postgres: LabPostgres | None
     temporal: LabTemporal | None
     injected: list[Injected] = field(default_factory=list)
 
-    def count(self, fault: Fault) -> int:
+    def count(self, fault: ChaosFault) -> int:
         return sum(1 for i in self.injected if i.fault is fault)
 
     async def run(
@@ -73,8 +73,8 @@ class FaultInjector:
             gap = min(max(mean * self.rng.uniform(0.5, 1.5), GAP_S[0]), GAP_S[1])
             await asyncio.sleep(gap)
 
-    async def inject(self, fault: Fault, keep_going: Callable[[], bool]) -> None:
-        if fault is Fault.WORKER_KILL:
+    async def inject(self, fault: ChaosFault, keep_going: Callable[[], bool]) -> None:
+        if fault is ChaosFault.WORKER_KILL:
             killed = self.fleet.kill_one(self.rng)
             while killed is None:  # no process is at work yet (all starting up)
                 if not keep_going():
@@ -85,7 +85,7 @@ class FaultInjector:
             log.info("chaos: SIGKILL %s (pid %d)", killed[1], killed[0])
             return
         at = time.time()
-        server = self.postgres if fault is Fault.POSTGRES_RESTART else self.temporal
+        server = self.postgres if fault is ChaosFault.POSTGRES_RESTART else self.temporal
         assert server is not None
         started = time.monotonic()
         pid = await server.kill()

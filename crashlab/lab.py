@@ -17,15 +17,14 @@ from psycopg_pool import AsyncConnectionPool
 from temporal_crashtest.processes import Processes
 from temporal_crashtest.runner import Reference, Runner, Target, replace_observe
 
-from agent.data import GroceryRequest
+from agent.data import EXAMPLE_WEEK, GroceryRequest
 from agent.grocer import Grocer, GrocerClient
 from agent.outcome import final_state, read_run_state
 from agent.steps import PLACE_ORDER, STEP_NAMES
-from crashlab.cells import KEY_EXPIRY, RESET, UNCHECKED, Cell, CellResult, Engine
+from crashlab.cells import KEY_EXPIRY, RESET, UNCHECKED, Engine, MatrixCell, MatrixResult
 from crashlab.servers import LabGrocer
 
 HOUSEHOLD = "household-1"
-WEEK = "2026-W49"
 PROCESS_TIMEOUT_S = 60
 RESULT_TIMEOUT_S = 90
 KEY_TTL_S = 1.0  # the lab's grocer forgets an idempotency key after this
@@ -42,7 +41,7 @@ def grocery_target(key_strategy: str) -> Target:
     return Target(
         worker="worker:build_worker",
         workflow="GroceryAgentWorkflow",
-        input=GroceryRequest(household=HOUSEHOLD, week=WEEK).model_dump(),
+        input=GroceryRequest(household=HOUSEHOLD, week=EXAMPLE_WEEK).model_dump(),
         data_converter=DATA_CONVERTER,
         env={"KEY_STRATEGY": key_strategy},
     )
@@ -58,7 +57,7 @@ def crashing_worker(task_queue: str, crash_at: str) -> list[str]:
 
 
 def counts(state: dict[str, Any]) -> tuple[int, int, int]:
-    """(model calls, orders, emails) of a final state (`RunState.final_state()`)."""
+    """(model calls, orders, emails) of a final state (`RunState.comparable()`)."""
     return state["model_calls"], len(state["orders"]), len(state["emails"])
 
 
@@ -71,7 +70,7 @@ class Lab:
     temporal_reference: Reference | None = None
     grocer: LabGrocer | None = None  # for the key-expiry cells, started on first use
 
-    async def run_cell(self, cell: Cell) -> CellResult:
+    async def run_cell(self, cell: MatrixCell) -> MatrixResult:
         started = time.monotonic()
         point = cell.crash_at.replace(":", "")
         run_id = f"lab-{cell.engine}-{cell.design}-{point}-{uuid.uuid4().hex[:8]}"
@@ -89,7 +88,7 @@ class Lab:
             error = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
             state = await final_state(run_id)
         calls, orders, emails = counts(state)
-        return CellResult(
+        return MatrixResult(
             engine=cell.engine,
             design=cell.design,
             crash_at=cell.crash_at,
@@ -106,7 +105,7 @@ class Lab:
         """The final state of a run that never crashed, which every cell is compared with."""
         if engine == "journal":
             run_id = f"lab-reference-journal-{uuid.uuid4().hex[:8]}"
-            cell = Cell(engine="journal", design="durable", crash_at="none")
+            cell = MatrixCell(engine="journal", design="durable", crash_at="none")
             self.references["journal"] = await self._journal(cell, run_id)
             return
         assert self.runner is not None
@@ -117,7 +116,7 @@ class Lab:
         self.temporal_reference = reference
         self.references["temporal"] = reference.observed
 
-    async def _journal(self, cell: Cell, run_id: str) -> dict[str, Any]:
+    async def _journal(self, cell: MatrixCell, run_id: str) -> dict[str, Any]:
         args = ["-m", "journal", "run", "--run-id", run_id, "--design", cell.design]
         args += ["--household", HOUSEHOLD]
         if cell.crash_at != "none":
@@ -131,9 +130,9 @@ class Lab:
             last = self.procs.last_line(run_id)
             raise CellFailed(f"the resumed process exited with {code}: {last}")
         async with self.pool.connection() as conn:
-            return (await read_run_state(conn, run_id)).final_state()
+            return (await read_run_state(conn, run_id)).comparable()
 
-    async def _temporal(self, cell: Cell) -> tuple[dict[str, Any], bool, str | None]:
+    async def _temporal(self, cell: MatrixCell) -> tuple[dict[str, Any], bool, str | None]:
         """A crashtest cell: crashed by the interceptor at the cell's point (or, for the reset
         row, crashtest's `reset:N` before the order step), resumed by a fresh worker, observed
         with `agent.outcome.final_state`."""
@@ -147,18 +146,18 @@ class Lab:
         result = await self.runner.cell(grocery_target(cell.design), point, reference)
         return result.observed, result.matches, result.error
 
-    async def _key_expiry(self, cell: Cell) -> tuple[dict[str, Any], bool, str | None]:
+    async def _key_expiry(self, cell: MatrixCell) -> tuple[dict[str, Any], bool, str | None]:
         """Orders at a grocer whose keys live KEY_TTL_S: the worker is killed once the grocer has
         the order, and the fresh worker starts after the key has expired."""
         assert self.runner is not None and self.temporal_reference is not None
         if self.grocer is None:
             self.grocer = LabGrocer(self.procs, KEY_TTL_S)
             await self.grocer.start()
-        grocer = Grocer(GrocerClient(self.grocer.url, self.grocer.api_key), KEY_TTL_S)
+        lab_grocer = Grocer(GrocerClient(self.grocer.url, self.grocer.api_key), KEY_TTL_S)
 
         async def observe(workflow_id: str) -> dict[str, Any]:
             async with self.pool.connection() as conn:
-                return (await read_run_state(conn, workflow_id, grocer)).final_state()
+                return (await read_run_state(conn, workflow_id, lab_grocer)).comparable()
 
         checked = cell.design != UNCHECKED
         target = replace(
@@ -171,8 +170,6 @@ class Lab:
         )  # fmt: skip
         runner = replace_observe(self.runner, observe)
         point = self.temporal_reference.resolve(f"after-effect:{PLACE_ORDER.number}")
-        try:
+        async with lab_grocer:
             result = await runner.cell(target, point, self.temporal_reference)
-        finally:
-            await grocer.client.close()
         return result.observed, result.matches, result.error

@@ -13,22 +13,24 @@ from temporal_crashtest.processes import Processes
 from temporal_crashtest.runner import Runner
 
 from agent.outcome import final_state
-from crashlab.cells import Cell, CellResult
+from crashlab.cells import MatrixCell, MatrixResult
 from crashlab.lab import RESULT_TIMEOUT_S, Lab
 from crashlab.report import MatrixReport
 from infra.config import PROJECT_ROOT, data_dir
-from infra.db import connect, database_url, ensure_schema, open_pool
+from infra.db import connect_postgres, ensure_database_url, ensure_schema, open_pool
 from infra.errors import AgentError
 from infra.temporal_client import connect_temporal
-from infra.temporal_server import temporal_address
+from infra.temporal_server import ensure_temporal_address
 from journal.crash_points import without_crash_at
 
 
-def default_jobs() -> int:
+def matrix_jobs() -> int:
+    """Cells at once: fewer than crashtest's own default (8 a core), because a journal cell
+    starts whole processes rather than forking them."""
     return max(4, 4 * (os.cpu_count() or 1))
 
 
-def print_progress(done: int, total: int, result: CellResult) -> None:
+def print_progress(done: int, total: int, result: MatrixResult) -> None:
     mark = "✓" if result.matches_no_crash else "✗"
     note = (
         "" if result.as_expected else f"  UNEXPECTED{': ' + result.error if result.error else ''}"
@@ -42,20 +44,20 @@ def print_progress(done: int, total: int, result: CellResult) -> None:
 
 
 async def run_matrix(
-    cells: list[Cell],
+    cells: list[MatrixCell],
     *,
     jobs: int | None = None,
-    progress: Callable[[int, int, CellResult], None] = print_progress,
+    progress: Callable[[int, int, MatrixResult], None] = print_progress,
     log_dir: Path | None = None,
 ) -> MatrixReport:
     started = time.monotonic()
-    db_url = database_url()
+    db_url = ensure_database_url()
     needs_temporal = any(c.engine == "temporal" for c in cells)
     env = dict(without_crash_at(os.environ), DATABASE_URL=db_url)
-    async with await connect(db_url) as conn:
+    async with await connect_postgres(db_url) as conn:
         await ensure_schema(conn)
     if needs_temporal:
-        env["TEMPORAL_ADDRESS"] = temporal_address()
+        env["TEMPORAL_ADDRESS"] = ensure_temporal_address()
     log_dir = log_dir or data_dir() / "crashlab" / time.strftime("%Y%m%d-%H%M%S")
     procs = Processes(log_dir, env, cwd=PROJECT_ROOT)
     runner = None
@@ -73,10 +75,10 @@ async def run_matrix(
                 f"the no-crash reference run failed ({type(err).__name__}: {err}); "
                 f"its logs are in {procs.log_dir}"
             ) from None
-        limit = asyncio.Semaphore(jobs or default_jobs())
-        results: list[CellResult] = []
+        limit = asyncio.Semaphore(jobs or matrix_jobs())
+        results: list[MatrixResult] = []
 
-        async def one(cell: Cell) -> CellResult:
+        async def one(cell: MatrixCell) -> MatrixResult:
             async with limit:
                 result = await lab.run_cell(cell)
             results.append(result)

@@ -14,6 +14,7 @@ import re
 import statistics
 from collections.abc import Mapping, Sequence
 
+from bench.stats import p99
 from crashlab.faults import Injected
 
 _ACTIVITY = re.compile(r"activity (started|ended \(\w+\)): (\S+ \S+ \S+ attempt \d+)")
@@ -55,6 +56,5 @@ def recovery_seconds(
 def summary_ms(samples_s: list[float]) -> dict[str, float] | None:
     if not samples_s:
         return None
-    ms = sorted(s * 1000 for s in samples_s)
-    p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
-    return {"median": round(statistics.median(ms)), "p99": round(p99), "max": round(ms[-1])}
+    ms = [s * 1000 for s in samples_s]
+    return {"median": round(statistics.median(ms)), "p99": round(p99(ms)), "max": round(max(ms))}

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from bench.output import render
 from crashlab.cells import (
     CRASH_POINTS,
     JOURNAL_DESIGNS,
@@ -14,16 +15,16 @@ from crashlab.cells import (
     RESET,
     TEMPORAL_DESIGNS,
     UNCHECKED,
-    CellResult,
+    MatrixResult,
 )
 
 
 class MatrixReport(BaseModel):
-    cells: list[CellResult]
+    cells: list[MatrixResult]
     seconds: float
 
     @property
-    def unexpected(self) -> list[CellResult]:
+    def unexpected(self) -> list[MatrixResult]:
         return [c for c in self.cells if not c.as_expected]
 
     def write_json(self, path: Path) -> None:
@@ -52,16 +53,7 @@ class MatrixReport(BaseModel):
         cols = self.columns()
         head = ["crash at", *(f"{'J' if e == 'journal' else 'T'} {d}" for e, d in cols)]
         body = [[row, *(self._cell_text(e, d, row) for e, d in cols)] for row in self.rows()]
-        if markdown:
-            lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-            lines += ["| " + " | ".join(r) + " |" for r in body]
-        else:
-            widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
-            lines = [
-                "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)) for h in [head]
-            ]
-            lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in body]
-        return "\n".join(lines)
+        return render(head, body, markdown=markdown)
 
     def legend(self) -> str:
         legend = (

@@ -1,5 +1,6 @@
-"""The chaos lab's own servers: an embedded Postgres and a Temporal dev server in a folder of the
-lab's, so that the lab kills and restarts only processes it started, never the project's."""
+"""The labs' own servers: an embedded Postgres, a Temporal dev server and a grocer in a folder of
+the lab's, so that chaos, the crash matrix's key-expiry row, the scale bench and the tests kill
+and restart only processes they started, never the project's."""
 
 from __future__ import annotations
 

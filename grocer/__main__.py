@@ -23,7 +23,7 @@ from grocer.faults import Faults
 from grocer.store import Store
 from infra.cli import run_main
 from infra.config import grocer_key_ttl_s
-from infra.db import database_url, open_pool
+from infra.db import ensure_database_url, open_pool
 from infra.errors import ConfigError
 
 log = logging.getLogger("grocer")
@@ -51,7 +51,7 @@ DB_WAIT_S = 5.0
 async def main(args: argparse.Namespace) -> int:
     ttl = grocer_key_ttl_s()
     accounts = Accounts.from_env(os.environ)
-    pool = await open_pool(database_url(), wait_s=DB_WAIT_S)
+    pool = await open_pool(ensure_database_url(), wait_s=DB_WAIT_S)
     try:
         store = Store(pool, ttl)
         await store.ensure_schema()

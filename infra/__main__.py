@@ -33,7 +33,7 @@ async def stop() -> int:
 def temporal_address() -> int:
     """Without the SDK's imports (half a second): an error is one line, exit 2."""
     from infra.errors import AgentError
-    from infra.temporal_server import temporal_address as address
+    from infra.temporal_server import ensure_temporal_address as address
 
     try:
         print(address())

@@ -10,7 +10,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from infra.config import PLACEHOLDER, env_str
 from infra.embedded_postgres import ensure_postgres
-from infra.errors import ConfigError, DatabaseUnavailable
+from infra.errors import ConfigError, DatabaseUnavailable, first_line
 from infra.redaction import redact as hide_secrets
 
 CONNECT_TIMEOUT_S = 5
@@ -18,7 +18,7 @@ CONNECT_TIMEOUT_S = 5
 _SCHEMA_LOCK_ID = 0x67726F63  # "groc"
 
 
-def database_url() -> str:
+def ensure_database_url() -> str:
     """DATABASE_URL if set, else the embedded Postgres under .data/ (started on demand). A
     password still .env.example's placeholder is refused."""
     url = env_str("DATABASE_URL")
@@ -39,23 +39,15 @@ def redact(url: str) -> str:
 
 
 def _unavailable(url: str, err: Exception) -> DatabaseUnavailable:
-    reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-    return DatabaseUnavailable(f"cannot connect to Postgres at {redact(url)}: {reason}")
+    return DatabaseUnavailable(f"cannot connect to Postgres at {redact(url)}: {first_line(err)}")
 
 
-async def connect(url: str) -> psycopg.AsyncConnection:
+async def connect_postgres(url: str) -> psycopg.AsyncConnection:
     """One autocommit connection: each statement commits on its own unless inside a transaction."""
     try:
         return await psycopg.AsyncConnection.connect(
             url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
         )
-    except psycopg.OperationalError as err:
-        raise _unavailable(url, err) from None
-
-
-def connect_sync(url: str) -> psycopg.Connection:
-    try:
-        return psycopg.Connection.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
     except psycopg.OperationalError as err:
         raise _unavailable(url, err) from None
 
@@ -90,9 +82,3 @@ async def ensure_schema(conn: psycopg.AsyncConnection) -> None:
     async with conn.transaction():
         await conn.execute("select pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_ID,))
         await conn.execute(schema_sql())
-
-
-def ensure_schema_sync(conn: psycopg.Connection) -> None:
-    with conn.transaction():
-        conn.execute("select pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_ID,))
-        conn.execute(schema_sql())

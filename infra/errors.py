@@ -15,3 +15,10 @@ class DatabaseUnavailable(AgentError):
 
 class UnknownRun(AgentError):
     """No run with the given id exists."""
+
+
+def first_line(err: BaseException) -> str:
+    """An exception's first line of text, or its type's name when it has none: what a one-line
+    error shows of a cause whose message may run to many lines (a driver's, the SDK core's)."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__

@@ -18,7 +18,7 @@ PORT = 8300
 NAME = "grocer"
 
 
-def grocer_url() -> str:
+def ensure_grocer_url() -> str:
     """GROCER_URL if set, else the local grocer (started if it is not running)."""
     url = env_str("GROCER_URL")
     if url:

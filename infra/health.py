@@ -8,6 +8,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 
+from infra.errors import first_line
+
 PROBE_EVERY_S = 0.5
 PROBE_TIMEOUT_S = 2.0
 
@@ -15,7 +17,7 @@ Probe = Callable[[], Awaitable[object]]
 
 
 async def watch(probes: Mapping[str, Probe], log: logging.Logger) -> None:
-    """Probe each service every second, forever; log when one stops or starts answering."""
+    """Probe each service every PROBE_EVERY_S, forever; log when one stops or starts answering."""
     lost_at: dict[str, float] = {}
     while True:
         for name, probe in probes.items():
@@ -24,8 +26,7 @@ async def watch(probes: Mapping[str, Probe], log: logging.Logger) -> None:
             except Exception as err:  # any failure to answer is the news
                 if name not in lost_at:
                     lost_at[name] = time.monotonic()
-                    reason = str(err).strip().splitlines()[0] if str(err).strip() else ""
-                    log.warning("lost %s: %s", name, reason or type(err).__name__)
+                    log.warning("lost %s: %s", name, first_line(err))
                 continue
             if name in lost_at:
                 down = time.monotonic() - lost_at.pop(name)

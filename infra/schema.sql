@@ -1,4 +1,4 @@
--- Applied idempotently at every start (store.db.ensure_schema); safe to run any number of times.
+-- Applied idempotently at every start (infra.db.ensure_schema); safe to run any number of times.
 
 -- The journal baseline's run registry: one row per run, whichever design ran it.
 create table if not exists agent_runs (

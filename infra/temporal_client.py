@@ -20,8 +20,8 @@ from temporalio.envconfig import ClientConfig, ClientConnectConfig
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 
-from infra.errors import ConfigError
-from infra.temporal_server import temporal_address
+from infra.errors import ConfigError, first_line
+from infra.temporal_server import ensure_temporal_address
 
 NAMESPACE = "default"
 READY_TIMEOUT_S = 10
@@ -49,7 +49,7 @@ def _reason(err: Exception) -> tuple[str, bool]:
     for needle, line, final in _REASONS:
         if needle.lower() in text.lower():
             return line, final
-    return (text.splitlines()[0] if text else type(err).__name__), False
+    return first_line(err), False
 
 
 def configured() -> ClientConnectConfig:
@@ -60,7 +60,7 @@ def configured() -> ClientConnectConfig:
         reason = _reason(err)[0]
         raise ConfigError(f"the Temporal client settings are not valid: {reason}") from None
     if not config.get("target_host"):
-        config["target_host"] = temporal_address()  # nothing configured: the local dev server
+        config["target_host"] = ensure_temporal_address()  # nothing configured: the dev server
     config.setdefault("namespace", NAMESPACE)
     return config
 

@@ -87,7 +87,7 @@ def is_listening() -> bool:
     return listening(HOST, PORT)
 
 
-def temporal_address() -> str:
+def ensure_temporal_address() -> str:
     """TEMPORAL_ADDRESS if set, else the local dev server (started if it is not running)."""
     return env_str("TEMPORAL_ADDRESS") or ensure_dev_server()
 

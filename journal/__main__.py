@@ -14,14 +14,14 @@ import argparse
 import psycopg
 from psycopg_pool import PoolTimeout
 
-from agent.grocer import grocer_from_env
+from agent.grocer import configured_grocer
 from agent.llm import model_from_env
 from agent.outcome import read_run_state
 from agent.steps import STEP_NAMES
 from infra.cli import run_main
 from infra.config import step_pause_seconds
-from infra.db import connect, database_url, ensure_schema, open_pool
-from infra.errors import DatabaseUnavailable, UnknownRun
+from infra.db import connect_postgres, ensure_database_url, ensure_schema, open_pool
+from infra.errors import DatabaseUnavailable, UnknownRun, first_line
 from journal.agent import run_to_completion
 from journal.crash_points import crash_point_from_env
 from journal.engine import Design
@@ -55,25 +55,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 async def resume(args: argparse.Namespace) -> int:
     model = model_from_env()
     pause = step_pause_seconds()
-    grocer = grocer_from_env()
-    url = database_url()
-    pool = await open_pool(url, max_size=args.concurrency + 1)
-    try:
-        async with pool.connection() as conn:
-            await ensure_schema(conn)
-        done = await resume_unfinished(
-            pool, model, concurrency=args.concurrency, until_done=args.until_done, pause=pause,
-            grocer=grocer,
-        )  # fmt: skip
-    except (psycopg.OperationalError, PoolTimeout) as err:
-        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise DatabaseUnavailable(
-            f"lost Postgres while resuming ({reason}); run `python -m journal resume` again"
-        ) from None
-    finally:
-        await pool.close()
-        if grocer is not None:
-            await grocer.client.close()
+    async with configured_grocer() as grocer:
+        pool = await open_pool(ensure_database_url(), max_size=args.concurrency + 1)
+        try:
+            async with pool.connection() as conn:
+                await ensure_schema(conn)
+            done = await resume_unfinished(
+                pool, model, concurrency=args.concurrency, until_done=args.until_done,
+                pause=pause, grocer=grocer,
+            )  # fmt: skip
+        except (psycopg.OperationalError, PoolTimeout) as err:
+            raise DatabaseUnavailable(
+                f"lost Postgres while resuming ({first_line(err)}); run `python -m journal "
+                "resume` again"
+            ) from None
+        finally:
+            await pool.close()
     parts = [f"resumed {len(done.completed)} runs to completion"]
     if done.busy:
         parts.append(f"{len(done.busy)} being run by other processes")
@@ -93,19 +90,14 @@ async def main(args: argparse.Namespace) -> int:
         crash_at = crash_point_from_env(STEP_NAMES)
         model = model_from_env()
         pause = step_pause_seconds()
-    grocer = grocer_from_env()
-    try:
-        async with await connect(database_url()) as conn:
-            await ensure_schema(conn)
-            if args.command == "run":
-                summary = await run_to_completion(
-                    conn, model, args.run_id, design, args.household, crash_at, pause, grocer
-                )
-                print(f"run {args.run_id} ({design}) completed: {summary.text}")
-            state = await read_run_state(conn, args.run_id, grocer)
-    finally:
-        if grocer is not None:
-            await grocer.client.close()
+    async with configured_grocer() as grocer, await connect_postgres(ensure_database_url()) as conn:
+        await ensure_schema(conn)
+        if args.command == "run":
+            summary = await run_to_completion(
+                conn, model, args.run_id, design, args.household, crash_at, pause, grocer
+            )
+            print(f"run {args.run_id} ({design}) completed: {summary.text}")
+        state = await read_run_state(conn, args.run_id, grocer)
     if not state.exists():
         raise UnknownRun(f"no run with id {args.run_id!r}")
     print(f"run {args.run_id}: {state.counts_text()}")

@@ -36,6 +36,9 @@ SYNTAX = "after-effect:N or after-checkpoint:N, N a position (1, 2, ...) or an a
 
 @dataclass(frozen=True)
 class CrashPoint:
+    """Where the journal's `step()` SIGKILLs its process: `after-effect:N` (step N's work done,
+    not yet saved) or `after-checkpoint:N` (saved, nothing after it); N a step number or name."""
+
     moment: Moment
     position: int | None = None  # 1-based, in scheduling order ...
     activity: str | None = None  # ... or an activity type name

@@ -119,6 +119,11 @@ async def register_runs(
 
 
 class Journal:
+    """One run of the hand-rolled baseline: its saved steps (read in one query when it opens),
+    replayed from memory, and `step()`, which runs a step not saved yet, saves it (with its
+    effect, for `transactional`) and crashes at CRASH_AT where the design's window is. A saved
+    step whose name differs from the code's stops the run (DeterminismError)."""
+
     def __init__(
         self,
         conn: psycopg.AsyncConnection,

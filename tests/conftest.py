@@ -14,32 +14,34 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from temporalio.client import Client
 
-from infra.db import connect_sync, database_url, ensure_schema_sync
-from tests.helpers import GROCER_API_KEYS, WorkerProcess, running_grocer
+from infra.db import ensure_database_url
+from tests.helpers import (
+    GROCER_API_KEYS,
+    GROCER_TTL_S,
+    WorkerProcess,
+    prepare_database,
+    running_grocer,
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """With `-n N` (pytest-xdist), start Postgres and the Temporal dev server once, here in the
     controller, before the workers' sessions would each try to start them at once."""
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
-        from infra.temporal_server import temporal_address as address
+        from infra.temporal_server import ensure_temporal_address as address
 
-        with connect_sync(database_url()) as conn:
-            ensure_schema_sync(conn)
+        prepare_database(ensure_database_url())
         address()
 
 
 @pytest.fixture(scope="session")
 def db_url() -> str:
-    url = database_url()
-    with connect_sync(url) as conn:
-        ensure_schema_sync(conn)
-    return url
+    return prepare_database(ensure_database_url())
 
 
 @pytest.fixture(scope="session")
 def db(db_url: str) -> Iterator[psycopg.Connection]:
-    with connect_sync(db_url) as conn:
+    with psycopg.connect(db_url, autocommit=True) as conn:
         yield conn
 
 
@@ -48,14 +50,8 @@ def fresh_db_url(db_url: str, db: psycopg.Connection) -> Iterator[str]:
     """A database of its own on the same server, for a test that acts on every run it finds."""
     name = f"test_{uuid.uuid4().hex[:10]}"
     db.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
-    url = make_conninfo(db_url, dbname=name)
-    with connect_sync(url) as conn:
-        ensure_schema_sync(conn)
-    yield url
+    yield prepare_database(make_conninfo(db_url, dbname=name))
     db.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
-
-
-GROCER_TTL_S = 1.0
 
 
 @pytest.fixture(scope="session")
@@ -70,7 +66,7 @@ def grocer_url(db_url: str) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def temporal_address() -> str:
-    from infra.temporal_server import temporal_address as address
+    from infra.temporal_server import ensure_temporal_address as address
 
     return address()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -20,9 +21,10 @@ import psycopg
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from agent.data import GroceryRequest, GroceryResult
-from agent.outcome import RunState, read_run_state_sync
+from agent.data import EXAMPLE_WEEK, GroceryRequest, GroceryResult
+from agent.outcome import RUN_STATE_SQL, RunState, run_state_params
 from crashlab.lab import crashing_worker
+from infra.db import connect_postgres, ensure_schema
 from infra.processes import free_port, listening
 from workflows.grocery import GroceryAgentWorkflow
 
@@ -38,6 +40,7 @@ def new_run_id(prefix: str) -> str:
 GROCER_API_KEY = "household-account-key-0123456789"
 STRANGER_API_KEY = "stranger-account-key-9876543210"
 GROCER_API_KEYS = f"household={GROCER_API_KEY},stranger={STRANGER_API_KEY}"
+GROCER_TTL_S = 1.0  # the test grocer forgets an idempotency key after this
 
 
 def wait_listening(proc: subprocess.Popen[str], port: int, timeout_s: float = 30) -> None:
@@ -156,7 +159,23 @@ def run_journal(
 
 
 def state(db: psycopg.Connection, run_id: str) -> RunState:
-    return read_run_state_sync(db, run_id)
+    """What the run left in Postgres, read on the test's own (synchronous) connection."""
+    row = db.execute(RUN_STATE_SQL, run_state_params(run_id)).fetchone()
+    assert row is not None
+    return RunState.from_row(run_id, row)
+
+
+def prepare_database(url: str) -> str:
+    """The app's tables in the database at `url` (the product's own async code, in a thread of
+    its own: a fixture may run while the tests' event loop does); returns `url`."""
+
+    async def prepare() -> None:
+        async with await connect_postgres(url) as conn:
+            await ensure_schema(conn)
+
+    with concurrent.futures.ThreadPoolExecutor(1) as thread:
+        thread.submit(asyncio.run, prepare()).result(timeout=60)
+    return url
 
 
 class WorkerProcess:
@@ -218,7 +237,7 @@ async def crash_then_resume(
     doomed = workers(queue, crash_at=crash_at, KEY_STRATEGY=key_strategy)
     handle = await client.start_workflow(
         GroceryAgentWorkflow.run,
-        GroceryRequest(household="household-1", week="2026-W49"),
+        GroceryRequest(household="household-1", week=EXAMPLE_WEEK),
         id=workflow_id,
         task_queue=queue,
     )

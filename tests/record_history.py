@@ -10,7 +10,7 @@ import asyncio
 import uuid
 from pathlib import Path
 
-from agent.data import GroceryRequest
+from agent.data import EXAMPLE_WEEK, GroceryRequest
 from infra.config import task_queue
 from infra.temporal_client import connect_temporal
 from workflows.grocery import GroceryAgentWorkflow
@@ -22,7 +22,7 @@ async def main() -> None:
     client = await connect_temporal()
     handle = await client.start_workflow(
         GroceryAgentWorkflow.run,
-        GroceryRequest(household="history", week="2026-W49"),
+        GroceryRequest(household="history", week=EXAMPLE_WEEK),
         id=f"history-{uuid.uuid4().hex[:8]}",
         task_queue=task_queue(),
     )

@@ -17,25 +17,29 @@ with workflow.unsafe.imports_passed_through():
         PantryReport,
         SummaryInput,
     )
-    from workflows.grocery import STEP
+    from workflows.grocery import ACTIVITY_OPTIONS
 
 
 @workflow.defn(name="GroceryAgentWorkflow")
 class ReorderedGroceryAgentWorkflow:
     @workflow.run
     async def run(self, request: GroceryRequest) -> GroceryResult:
-        plan = await workflow.execute_activity_method(GroceryActivities.plan, request, **STEP)
+        plan = await workflow.execute_activity_method(
+            GroceryActivities.plan, request, **ACTIVITY_OPTIONS
+        )
         pantry = PantryReport(have=[], missing=plan.staples)
-        choice = await workflow.execute_activity_method(GroceryActivities.choose, pantry, **STEP)
+        choice = await workflow.execute_activity_method(
+            GroceryActivities.choose, pantry, **ACTIVITY_OPTIONS
+        )
         order = await workflow.execute_activity_method(
-            GroceryActivities.place_order, choice, **STEP
+            GroceryActivities.place_order, choice, **ACTIVITY_OPTIONS
         )
         email = await workflow.execute_activity_method(
             GroceryActivities.send_confirmation,
             ConfirmationInput(household=request.household, order=order),
-            **STEP,
+            **ACTIVITY_OPTIONS,
         )
         summary = await workflow.execute_activity_method(
-            GroceryActivities.summarise, SummaryInput(order=order, email=email), **STEP
+            GroceryActivities.summarise, SummaryInput(order=order, email=email), **ACTIVITY_OPTIONS
         )
         return GroceryResult(summary=summary, order=order, email=email)

@@ -20,7 +20,7 @@ from temporalio.service import RPCError
 
 from crashlab.invariants import NO_RUN, check_runs
 from crashlab.servers import LabPostgres
-from infra.db import connect, connect_sync, ensure_schema_sync
+from infra.db import connect_postgres
 from starter import this_week
 from tests.helpers import (
     RESULT_TIMEOUT_S,
@@ -29,6 +29,7 @@ from tests.helpers import (
     assert_one_line_error,
     child_env,
     new_run_id,
+    prepare_database,
     run_journal,
     run_python,
 )
@@ -88,7 +89,7 @@ async def test_the_checker_sees_a_duplicate_and_a_row_of_no_run(fresh_db_url: st
     run_journal(fresh_db_url, weak, "checkpoint", "after-effect:4")
     assert run_journal(fresh_db_url, weak, "checkpoint").returncode == 0
     assert run_journal(fresh_db_url, strong, "durable").returncode == 0
-    async with await connect(fresh_db_url) as conn:
+    async with await connect_postgres(fresh_db_url) as conn:
         await conn.execute(
             "insert into orders (run_id, items) values (%s, '[]')", (new_run_id("chk-stray"),)
         )
@@ -126,8 +127,7 @@ async def test_the_starter_lives_through_a_postgres_restart(
     postgres = LabPostgres(tmp_path)
     url = await postgres.start()
     try:
-        with connect_sync(url) as conn:
-            ensure_schema_sync(conn)
+        prepare_database(url)
         queue, household = new_run_id("q"), new_run_id("h")
         workers(queue, DATABASE_URL=url, STEP_PAUSE_MS="300")
         waiting = await asyncio.create_subprocess_exec(

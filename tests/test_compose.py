@@ -290,14 +290,14 @@ def test_restart_policies_and_no_privileges_for_our_containers() -> None:
 
 def test_env_example_placeholders_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     from grocer.accounts import Accounts
-    from infra.db import database_url
+    from infra.db import ensure_database_url
     from infra.errors import ConfigError
 
     example = env_example()
     worker_env = services()["worker"]["environment"]
     monkeypatch.setenv("DATABASE_URL", str(worker_env["DATABASE_URL"]))
     with pytest.raises(ConfigError, match="placeholder"):
-        database_url()
+        ensure_database_url()
     with pytest.raises(ConfigError, match="placeholder"):
         Accounts.from_env({"GROCER_API_KEY": example["GROCER_API_KEY"]})
     assert all(v.startswith("change-me-") for k, v in example.items() if "PASSWORD" in k or

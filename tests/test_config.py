@@ -18,7 +18,7 @@ from infra.config import (
     parse_choice,
     step_pause_seconds,
 )
-from infra.db import database_url
+from infra.db import ensure_database_url
 from infra.errors import ConfigError
 from infra.logs import LogFormat, log_format
 from infra.metrics import metrics_address
@@ -109,7 +109,7 @@ def test_a_placeholder_password_is_refused(monkeypatch: pytest.MonkeyPatch) -> N
     with pytest.raises(
         ConfigError, match=r"DATABASE_URL's password is \.env\.example's placeholder"
     ):
-        database_url()
+        ensure_database_url()
 
 
 def test_metrics_on_an_ipv6_host_are_bracketed(monkeypatch: pytest.MonkeyPatch) -> None:

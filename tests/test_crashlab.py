@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from crashlab.cells import Cell, CellResult, all_cells, select_cells
+from crashlab.cells import MatrixCell, MatrixResult, all_cells, select_cells
 from crashlab.report import MatrixReport
 from infra.errors import ConfigError
 from tests.helpers import child_env, run_python
@@ -29,9 +29,9 @@ def test_expected_outcomes_follow_the_designs() -> None:
 
 
 def test_a_cell_that_disagrees_with_its_design_is_unexpected() -> None:
-    def result(design: str, matches: bool) -> CellResult:
-        cell = Cell(engine="journal", design=design, crash_at="after-effect:4")
-        return CellResult(
+    def result(design: str, matches: bool) -> MatrixResult:
+        cell = MatrixCell(engine="journal", design=design, crash_at="after-effect:4")
+        return MatrixResult(
             engine="journal", design=design, crash_at="after-effect:4", model_calls=3,
             orders=1 if matches else 2, emails=1, matches_no_crash=matches,
             expected=cell.expected_match, seconds=1.0,

@@ -3,10 +3,12 @@ a workflow written in the test itself. Workers are SIGKILLed for real by the int
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from agent.data import EXAMPLE_WEEK
 from agent.steps import STEP_NAMES
 from tests.helpers import (
     assert_ends_in_error,
@@ -21,7 +23,7 @@ from tests.helpers import (
 GROCERY = [
     "--worker", "worker:build_worker",
     "--workflow", "workflows.grocery:GroceryAgentWorkflow",
-    "--input", '{"household": "household-1", "week": "2026-W49"}',
+    "--input", json.dumps({"household": "household-1", "week": EXAMPLE_WEEK}),
     "--observe", "agent.outcome:final_state",
     "--data-converter", "temporalio.contrib.pydantic:pydantic_data_converter",
     "--jobs", "6",  # three crash tests at once, beside the rest of the suite
@@ -165,7 +167,7 @@ def test_bad_input_is_one_line(
 
 
 def test_a_point_that_names_no_boundary_and_a_broken_factory_are_one_line(
-    db_url: str, temporal_address: str, tmp_path: Path
+    db_url: str, temporal_address: str
 ) -> None:
     env = child_env(db_url, TEMPORAL_ADDRESS=temporal_address)
     done = run_python(["-m", "temporal_crashtest", "run", *payments("keyed_worker"),
@@ -173,14 +175,7 @@ def test_a_point_that_names_no_boundary_and_a_broken_factory_are_one_line(
     assert_ends_in_error(done, "no boundary is named 'refund'; its activities: look_up_invoices, "
                          "charge, send_receipt", "crashtest: error: ")  # fmt: skip
 
-    (tmp_path / "wrong_queue.py").write_text(
-        "from temporalio.worker import Worker\n"
-        "from examples.payments.workflow import PaymentsWorkflow\n"
-        "def build(client, task_queue):\n"
-        "    return Worker(client, task_queue='elsewhere', workflows=[PaymentsWorkflow])\n"
-    )
     args = payments("keyed_worker")
-    args[1] = "wrong_queue:build"
-    env["PYTHONPATH"] = str(tmp_path)
+    args[1] = "tests.programs.wrong_queue:build"
     done = run_python(["-m", "temporal_crashtest", "run", *args], env, timeout=60)
     assert_ends_in_error(done, "it must use the task_queue it is given", "crashtest: error: ")

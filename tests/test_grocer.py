@@ -24,9 +24,9 @@ from agent.grocer import GrocerClient, GrocerRefused, GrocerUnavailable
 from grocer.app import DATABASE_DOWN
 from grocer.store import MAX_LINES
 from infra.processes import free_port
-from tests.conftest import GROCER_TTL_S as TTL_S
 from tests.helpers import (
     GROCER_API_KEY,
+    GROCER_TTL_S,
     STRANGER_API_KEY,
     assert_one_line_error,
     child_env,
@@ -44,27 +44,23 @@ def ref() -> str:
 
 
 async def test_a_key_repeats_its_order_within_the_ttl_and_not_after(grocer_url: str) -> None:
-    grocer = GrocerClient(grocer_url, GROCER_API_KEY)
-    try:
+    async with GrocerClient(grocer_url, GROCER_API_KEY) as grocer:
         reference, key = ref(), uuid.uuid4().hex
         first = await grocer.place(reference, MILK, key)
         again = await grocer.place(reference, MILK, key)
         assert again.id == first.id  # the same order, not a second one
         with pytest.raises(GrocerRefused, match=r"\(409\).*was used for another request"):
             await grocer.place(reference, EGGS, key)  # the same key for another order
-        await asyncio.sleep(TTL_S + 0.2)
+        await asyncio.sleep(GROCER_TTL_S + 0.2)
         later = await grocer.place(reference, MILK, key)  # the key is forgotten
         assert later.id != first.id
         assert [o.id for o in await grocer.find(reference)] == [first.id, later.id]
         unkeyed = [await grocer.place(reference, MILK, None) for _ in range(2)]
         assert unkeyed[0].id != unkeyed[1].id  # no key, no memory
-    finally:
-        await grocer.close()
 
 
 async def test_faults_look_like_a_real_store(grocer_url: str) -> None:
-    grocer = GrocerClient(grocer_url, GROCER_API_KEY)
-    try:
+    async with GrocerClient(grocer_url, GROCER_API_KEY) as grocer:
         async with grocer._http().post(f"{grocer_url}/_faults", headers=AUTH, json={
             "next": ["error", "rate-limit", "refuse", "drop-after-store", "slow:300"]
         }) as response:  # fmt: skip
@@ -84,8 +80,6 @@ async def test_faults_look_like_a_real_store(grocer_url: str) -> None:
         started = time.monotonic()
         repeat = await grocer.place(reference, MILK, key)  # slow, and the same order
         assert repeat.id == stored[0].id and time.monotonic() - started >= 0.3
-    finally:
-        await grocer.close()
 
 
 def test_a_busy_port_is_one_line(grocer_url: str, db_url: str) -> None:
@@ -167,18 +161,16 @@ async def test_every_probe_is_answered_4xx_with_json_and_changes_nothing(
 
 
 async def test_an_account_sees_and_replays_only_its_own_orders(grocer_url: str) -> None:
-    ours = GrocerClient(grocer_url, GROCER_API_KEY)
-    theirs = GrocerClient(grocer_url, STRANGER_API_KEY)
-    try:
+    async with (
+        GrocerClient(grocer_url, GROCER_API_KEY) as ours,
+        GrocerClient(grocer_url, STRANGER_API_KEY) as theirs,
+    ):
         reference, key = ref(), uuid.uuid4().hex
         mine = await ours.place(reference, MILK, key)
         assert await theirs.find(reference) == []  # a stranger cannot see it under our reference
         other = await theirs.place(reference, MILK, key)  # nor replay our key: its own order
         assert other.id != mine.id and not other.replayed
         assert [o.id for o in await ours.find(reference)] == [mine.id]
-    finally:
-        await ours.close()
-        await theirs.close()
 
 
 async def test_faults_are_bounded_and_can_be_cleared(grocer_url: str) -> None:

@@ -13,12 +13,12 @@ import pytest
 
 from tests.helpers import run_python
 
-START = "from infra.db import database_url; print(database_url())"
+START = ["-m", "tests.programs.start_postgres"]
 
 
 def start_embedded(data: Path) -> str:
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-    done = run_python(["-c", START], {**env, "DATA_DIR": str(data)})
+    done = run_python(START, {**env, "DATA_DIR": str(data)})
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
@@ -63,8 +63,7 @@ def test_stop_stops_postgres_even_after_a_sigkilled_process(tmp_path: Path) -> N
     data = tmp_path / "data"
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
     env["DATA_DIR"] = str(data)
-    die = "; import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
-    crashed = run_python(["-c", START + die], env)  # starts the server, then is SIGKILLed
+    crashed = run_python([*START, "--die"], env)  # starts the server, then is SIGKILLed
     assert crashed.returncode == -signal.SIGKILL
     pid = postmaster_pid(data)
     handles = json.loads((data / "pg" / ".handle_pids.json").read_text())
@@ -80,3 +79,17 @@ def test_stop_stops_postgres_even_after_a_sigkilled_process(tmp_path: Path) -> N
         pass
     again = run_python(["-m", "infra", "stop"], env)
     assert "embedded Postgres: not running" in again.stdout
+
+
+def test_every_dev_server_gets_the_same_tuning() -> None:
+    """The project's dev server and crashtest's private one are tuned alike: the two
+    distributions cannot share a module (the product does not import the tool), so the tuning,
+    stated in each, is checked here to be one fact."""
+    from temporal_crashtest import devserver
+
+    from infra import temporal_server
+
+    binary, db = Path("temporal"), Path("temporal.db")
+    assert temporal_server.dev_server_command(binary, db_file=db) == devserver.dev_server_command(
+        binary, db_file=db
+    )

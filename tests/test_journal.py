@@ -14,7 +14,7 @@ import pytest
 from agent.data import Plan
 from agent.llm import ModelOutputError, StubModel
 from agent.steps import CHOOSE, PLAN, Step
-from infra.db import connect, connect_sync
+from infra.db import connect_postgres
 from journal.agent import run_to_completion
 from journal.crash_points import CrashPoint, CrashPointError
 from journal.engine import Design, DeterminismError, Journal
@@ -38,7 +38,7 @@ def reference(db_url: str, db: psycopg.Connection) -> dict[str, object]:
     run_id = new_run_id("reference")
     done = run_journal(db_url, run_id, "durable")
     assert done.returncode == 0, done.stderr
-    return state(db, run_id).final_state()
+    return state(db, run_id).comparable()
 
 
 @pytest.mark.parametrize("design", DESIGNS)
@@ -51,7 +51,7 @@ def test_every_design_without_a_crash(
     assert "completed" in done.stdout
     final = state(db, run_id)
     assert final.counts == NO_CRASH
-    assert final.final_state() == reference
+    assert final.comparable() == reference
 
 
 # (design, crash point) -> final (model calls, orders, emails) after the resumed run.
@@ -83,11 +83,11 @@ def test_sigkill_then_resume(
     assert final.counts == EXPECTED[design, crash_at]
     if EXPECTED[design, crash_at] == NO_CRASH:
         # Not just the counts: the same items, the email naming this run's one order, the summary.
-        assert final.final_state() == reference
+        assert final.comparable() == reference
         assert f"#{final.orders[0].id}" in final.emails[0].body
     else:
         # The weaker designs must visibly fail: this is how we know the test can see a duplicate.
-        assert final.final_state() != reference
+        assert final.comparable() != reference
 
 
 def test_transactional_crash_leaves_no_order_behind(db_url: str, db: psycopg.Connection) -> None:
@@ -101,7 +101,7 @@ def test_transactional_crash_leaves_no_order_behind(db_url: str, db: psycopg.Con
 async def test_reordered_steps_fail_with_a_determinism_error(db_url: str) -> None:
     run_id = new_run_id("determinism")
     model = StubModel()
-    async with await connect(db_url) as conn:
+    async with await connect_postgres(db_url) as conn:
         await run_to_completion(conn, model, run_id, Design.DURABLE, "household-1")
 
         # The same run, replayed by code that asks for "choose" where "check_pantry" was saved.
@@ -125,7 +125,7 @@ class GarbageModel:
 
 async def test_malformed_model_output_is_a_clear_error(db_url: str, db: psycopg.Connection) -> None:
     run_id = new_run_id("garbage")
-    async with await connect(db_url) as conn:
+    async with await connect_postgres(db_url) as conn:
         with pytest.raises(ModelOutputError, match="model output for step 1 is not a valid Plan"):
             await run_to_completion(conn, GarbageModel(), run_id, Design.DURABLE, "household-1")
     # Asked three times, each call made (and paid for), so recorded; no step saved as done.
@@ -181,7 +181,7 @@ def test_resume_finishes_every_unfinished_run(fresh_db_url: str) -> None:
     done = run_python(["-m", "journal", "resume"], child_env(fresh_db_url))
     assert done.returncode == 0, done.stderr
     assert "resumed 3 runs to completion" in done.stdout
-    with connect_sync(fresh_db_url) as conn:
+    with psycopg.connect(fresh_db_url, autocommit=True) as conn:
         for run_id in crashed:
             assert state(conn, run_id).counts == NO_CRASH, run_id
         unfinished = conn.execute("select count(*) from agent_runs where status <> 'completed'")

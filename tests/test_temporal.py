@@ -22,10 +22,11 @@ from temporalio.service import RPCError
 from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError
 
+from agent.data import EXAMPLE_WEEK
 from starter import this_week
-from tests.conftest import GROCER_TTL_S as TTL_S
 from tests.helpers import (
     GROCER_API_KEY,
+    GROCER_TTL_S,
     STRANGER_API_KEY,
     WorkerProcess,
     assert_one_line_error,
@@ -50,16 +51,20 @@ def test_no_crash_and_no_second_order_for_the_same_week(
     queue = new_run_id("q")
     household = new_run_id("h")
     worker = workers(queue)
-    first = starter(db_url, temporal_address, queue, "--household", household, "--week", "2026-W49")
-    assert first["workflow_id"] == f"grocery-{household}-2026-W49"
+    first = starter(
+        db_url, temporal_address, queue, "--household", household, "--week", EXAMPLE_WEEK
+    )
+    assert first["workflow_id"] == f"grocery-{household}-{EXAMPLE_WEEK}"
     assert (first["model_calls"], first["orders"], first["emails"]) == (3, 1, 1)
     assert f"#{first['order_id']}" in str(first["summary"])
     assert first["already_ran"] is False
 
     # The same household and week again: the existing run is reported, nothing is ordered.
-    again = starter(db_url, temporal_address, queue, "--household", household, "--week", "2026-W49")
+    again = starter(
+        db_url, temporal_address, queue, "--household", household, "--week", EXAMPLE_WEEK
+    )
     assert again["already_ran"] is True
-    assert again["run_id"] == first["run_id"]
+    assert again["workflow_run_id"] == first["workflow_run_id"]
     assert (again["order_id"], again["orders"], again["emails"]) == (first["order_id"], 1, 1)
 
     # SIGTERM is a graceful shutdown: exit code 0, not a crash.
@@ -225,7 +230,9 @@ async def test_an_order_planted_under_our_reference_is_not_confirmed(
     the run resumes after key expiry and places its own one order."""
     caviar = [{"item": "caviar", "quantity": 24}]
     queue, household = new_run_id("q"), new_run_id("h")
-    workers(queue, ORDER_BACKEND="grocer", GROCER_URL=grocer_url, GROCER_KEY_TTL_S=str(TTL_S))
+    workers(
+        queue, ORDER_BACKEND="grocer", GROCER_URL=grocer_url, GROCER_KEY_TTL_S=str(GROCER_TTL_S)
+    )
     workflow_id = f"grocery-{household}-{this_week()}"
     grocer_order(grocer_url, GROCER_API_KEY, f"{workflow_id}:4", caviar)
     grocer_faults(grocer_url, "error", "error", "error")

@@ -9,7 +9,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from activities.grocery import GroceryActivities
+    from activities.grocery import NOT_RETRIED, GroceryActivities
     from agent.data import (
         ConfirmationInput,
         GroceryRequest,
@@ -24,7 +24,7 @@ with workflow.unsafe.imports_passed_through():
 # - retries start after 200 ms and back off to 5 s; a model that keeps answering malformed JSON,
 #   a request the model's provider refuses, a choice the guardrails refuse and an order the
 #   grocer refuses (a 4xx other than 429) are not retried.
-class StepOptions(TypedDict):
+class ActivityOptions(TypedDict):
     start_to_close_timeout: timedelta
     heartbeat_timeout: timedelta
     retry_policy: RetryPolicy
@@ -35,7 +35,7 @@ class StepOptions(TypedDict):
 # Temporal's ~5 s) and than a worker kill costs (one attempt); a step failing for longer fails the
 # run with its last error instead of retrying forever.
 MAX_ATTEMPTS = 20
-STEP = StepOptions(
+ACTIVITY_OPTIONS = ActivityOptions(
     start_to_close_timeout=timedelta(minutes=5),
     heartbeat_timeout=timedelta(seconds=2),
     retry_policy=RetryPolicy(
@@ -43,22 +43,24 @@ STEP = StepOptions(
         backoff_coefficient=2.0,
         maximum_interval=timedelta(seconds=5),
         maximum_attempts=MAX_ATTEMPTS,
-        non_retryable_error_types=[
-            "ModelOutputError", "ModelRefused", "GuardrailViolation", "GrocerRefused",
-            "OrderNotOurs",
-        ],
+        non_retryable_error_types=[error.__name__ for error in NOT_RETRIED],
     ),
 )
 
 
 @workflow.defn
 class GroceryAgentWorkflow:
+    """The grocery agent as a Temporal workflow: plan, check the pantry, choose, place the order,
+    send the confirmation, summarise, each an activity with ACTIVITY_OPTIONS. Its id is the
+    business id `grocery-{household}-{week}` (the starter refuses a second run of a week), which
+    every step's idempotency key is made from; the workflow itself only orders the steps."""
+
     @workflow.run
     async def run(self, request: GroceryRequest) -> GroceryResult:
-        plan = await workflow.execute_activity_method(GroceryActivities.plan, request, **STEP)
-        pantry = await workflow.execute_activity_method(GroceryActivities.check_pantry, PantryInput(household=request.household, plan=plan), **STEP)
-        choice = await workflow.execute_activity_method(GroceryActivities.choose, pantry, **STEP)
-        order = await workflow.execute_activity_method(GroceryActivities.place_order, choice, **STEP)
-        email = await workflow.execute_activity_method(GroceryActivities.send_confirmation, ConfirmationInput(household=request.household, order=order), **STEP)
-        summary = await workflow.execute_activity_method(GroceryActivities.summarise, SummaryInput(order=order, email=email), **STEP)
+        plan = await workflow.execute_activity_method(GroceryActivities.plan, request, **ACTIVITY_OPTIONS)
+        pantry = await workflow.execute_activity_method(GroceryActivities.check_pantry, PantryInput(household=request.household, plan=plan), **ACTIVITY_OPTIONS)
+        choice = await workflow.execute_activity_method(GroceryActivities.choose, pantry, **ACTIVITY_OPTIONS)
+        order = await workflow.execute_activity_method(GroceryActivities.place_order, choice, **ACTIVITY_OPTIONS)
+        email = await workflow.execute_activity_method(GroceryActivities.send_confirmation, ConfirmationInput(household=request.household, order=order), **ACTIVITY_OPTIONS)
+        summary = await workflow.execute_activity_method(GroceryActivities.summarise, SummaryInput(order=order, email=email), **ACTIVITY_OPTIONS)
         return GroceryResult(summary=summary, order=order, email=email)

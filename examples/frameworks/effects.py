@@ -11,20 +11,20 @@ from __future__ import annotations
 
 from examples.shapes.ledger import create_table, record_on, workflow_key
 from examples.shapes.ledger import effects_of as ledger_of
-from infra.db import connect, database_url
+from infra.db import connect_postgres, ensure_database_url
 
 MODEL_CALL = "model call"
 
 
 async def ensure_ledger() -> None:
     """The ledger's table, for a worker factory (the frameworks' tools open no pool)."""
-    async with await connect(database_url()) as conn:
+    async with await connect_postgres(ensure_database_url()) as conn:
         await create_table(conn)
 
 
 async def take(what: str, *, keyed: bool) -> None:
     """Record an effect of the activity this runs in (a tool, a model call)."""
-    async with await connect(database_url()) as conn:
+    async with await connect_postgres(ensure_database_url()) as conn:
         await record_on(conn, what, workflow_key() if keyed else None)
 
 

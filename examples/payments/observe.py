@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from infra.db import connect, database_url
+from infra.db import connect_postgres, ensure_database_url
 
 
 async def payments_of(workflow_id: str) -> dict[str, object]:
     """The run's charges (invoice, amount) and receipts (recipient, text): no ids, which differ
     from run to run."""
-    async with await connect(database_url()) as conn:
+    async with await connect_postgres(ensure_database_url()) as conn:
         charges = await conn.execute(
             "select invoice, amount_cents from payment_charges where workflow_id = %s order by id",
             (workflow_id,),

@@ -15,11 +15,11 @@ from temporalio.worker import Worker
 
 from examples.payments.activities import PaymentActivities, create_tables
 from examples.payments.workflow import PaymentsWorkflow
-from infra.db import database_url, open_pool
+from infra.db import ensure_database_url, open_pool
 
 
 async def _worker(client: Client, task_queue: str, *, key_charges: bool) -> Worker:
-    pool = await open_pool(database_url())
+    pool = await open_pool(ensure_database_url())
     async with pool.connection() as conn:
         await create_tables(conn)
     activities = PaymentActivities(pool, key_charges=key_charges)

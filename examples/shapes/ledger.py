@@ -7,7 +7,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 from temporalio import activity
 
-from infra.db import connect, database_url, open_pool
+from infra.db import connect_postgres, ensure_database_url, open_pool
 
 SCHEMA = """
 create table if not exists example_effects (
@@ -27,7 +27,7 @@ async def create_table(conn: psycopg.AsyncConnection) -> None:
 
 
 async def open_ledger() -> AsyncConnectionPool:
-    pool = await open_pool(database_url(), max_size=4)
+    pool = await open_pool(ensure_database_url(), max_size=4)
     async with pool.connection() as conn:
         await create_table(conn)
     return pool
@@ -57,7 +57,7 @@ async def effects_of(workflow_id: str) -> dict[str, list[str]]:
     """crashtest's OBSERVE: the effects of the run's whole tree, in the order they were taken.
     The examples derive a child's workflow id from its parent's (`{parent}/...`), so one prefix
     finds them all (a default child id is random: it could not be found from the root's)."""
-    async with await connect(database_url()) as conn:
+    async with await connect_postgres(ensure_database_url()) as conn:
         cur = await conn.execute(
             "select what from example_effects where workflow_id = %s or workflow_id like %s"
             " order by id",

@@ -42,6 +42,11 @@ MAX_REPEAT = 5
 
 @dataclass(frozen=True)
 class CrashPoint:
+    """A crash point as the user writes it: `after-effect:N`, `after-checkpoint:N` or `reset:N`,
+    N a position in scheduling order or an activity type (`name#k`), optionally in a child or a
+    later run (`Child/name`, `run 2: name`), and `*R` to crash R workers in a row. The runner
+    resolves it against the reference run's boundaries (CellPoint)."""
+
     moment: Moment
     position: int | None = None  # 1-based, in scheduling order ...
     activity: str | None = None  # ... or an activity type name

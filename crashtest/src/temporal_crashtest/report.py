@@ -12,6 +12,9 @@ MAX_DIFFERENCES = 3
 
 @dataclass
 class Cell:
+    """One crash point's result: the run killed there and finished by a fresh worker, its
+    observed final state against the reference's, and what its recovery waited on."""
+
     workflow_id: str  # the cell's run, to find it in the web UI
     crash_at: str  # after-effect:N | after-checkpoint:N | none
     activity: str  # the activity at the boundary (and the next one, for after-checkpoint)
@@ -78,6 +81,10 @@ class Untested:
 
 @dataclass
 class Report:
+    """A whole crash test: the reference (the run that never crashed), one Cell per crash point,
+    what was not tested and why, and warnings; as a table (terminal or Markdown) or JSON. `ok`
+    when every cell matches the reference (and the reference matches --expect)."""
+
     workflow: str
     activities: list[str]  # every boundary's label, in order
     reference: Any

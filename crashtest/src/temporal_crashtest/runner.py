@@ -225,6 +225,11 @@ async def _call(fn: Callable[..., Any], *args: Any) -> Any:
 
 
 class Runner:
+    """Runs a crash test's runs on one Temporal server: the reference run (no crash), then each
+    cell — a worker process started to be killed at its point, a fresh (warm, forked) worker to
+    finish the run, the recovery fast-forwarded unless `real_timeouts` — and observes each run's
+    final state with the user's `observe`."""
+
     def __init__(
         self,
         client: Client,
