@@ -21,18 +21,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from agent.data import EXAMPLE_WEEK
 from bench.output import render
 from bench.stats import p99
+from crashlab.lab import grocery_crashtest_args
 from infra.config import PROJECT_ROOT
 
-GROCERY = [
-    "--worker", "worker:build_worker",
-    "--workflow", "workflows.grocery:GroceryAgentWorkflow",
-    "--input", json.dumps({"household": "bench", "week": EXAMPLE_WEEK}),
-    "--observe", "agent.outcome:final_state",
-    "--data-converter", "temporalio.contrib.pydantic:pydantic_data_converter",
-]  # fmt: skip
+GROCERY = grocery_crashtest_args("bench")
 PAYMENTS = [
     "--worker", "examples.payments.worker:unkeyed_worker",
     "--workflow", "examples.payments.workflow:PaymentsWorkflow",

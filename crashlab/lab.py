@@ -7,6 +7,7 @@ crashtest cells: the grocery worker is SIGKILLed from outside, by crashtest's in
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 import uuid
@@ -45,6 +46,18 @@ def grocery_target(key_strategy: str) -> Target:
         data_converter=DATA_CONVERTER,
         env={"KEY_STRATEGY": key_strategy},
     )
+
+
+def grocery_crashtest_args(household: str) -> list[str]:
+    """`python -m temporal_crashtest run`'s arguments for the grocery agent, as `make crashtest`
+    gives them (the bench and the tests add their own)."""
+    return [
+        "--worker", "worker:build_worker",
+        "--workflow", "workflows.grocery:GroceryAgentWorkflow",
+        "--input", json.dumps({"household": household, "week": EXAMPLE_WEEK}),
+        "--observe", "agent.outcome:final_state",
+        "--data-converter", DATA_CONVERTER,
+    ]  # fmt: skip
 
 
 def crashing_worker(task_queue: str, crash_at: str) -> list[str]:

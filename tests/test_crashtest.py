@@ -3,13 +3,12 @@ a workflow written in the test itself. Workers are SIGKILLed for real by the int
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from agent.data import EXAMPLE_WEEK
 from agent.steps import STEP_NAMES
+from crashlab.lab import grocery_crashtest_args
 from tests.helpers import (
     assert_ends_in_error,
     assert_one_line_error,
@@ -20,14 +19,8 @@ from tests.helpers import (
     run_python,
 )
 
-GROCERY = [
-    "--worker", "worker:build_worker",
-    "--workflow", "workflows.grocery:GroceryAgentWorkflow",
-    "--input", json.dumps({"household": "household-1", "week": EXAMPLE_WEEK}),
-    "--observe", "agent.outcome:final_state",
-    "--data-converter", "temporalio.contrib.pydantic:pydantic_data_converter",
-    "--jobs", "6",  # three crash tests at once, beside the rest of the suite
-]  # fmt: skip
+# Three crash tests at once, beside the rest of the suite.
+GROCERY = [*grocery_crashtest_args("household-1"), "--jobs", "6"]
 
 
 def test_grocery_agent_with_and_without_keys(
