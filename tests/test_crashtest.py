@@ -52,15 +52,20 @@ def test_grocery_agent_with_and_without_keys(
     # a checkpoint the worker died holding the workflow task, which times out. The crash test
     # fast-forwards both: it failed the attempt the dead worker held, and took the run off its
     # sticky queue. (On a loaded machine a live worker's workflow task may time out too: the
-    # waits named are among those reported.)
+    # waits named are among those reported; and the heartbeat timeout may end an attempt before
+    # the runner has seen the kill, which it then says.)
+    failed_at_once = "1 attempt(s) it held failed at once, to be retried"
     for c, step in zip(cells, [*STEP_NAMES, *STEP_NAMES[:-1]], strict=True):
         if c["crash_at"].startswith("after-effect"):
             production = [f"{step} heartbeat timeout 2.0 s", "sticky queue timeout 1.0 s"]
             assert set(production) <= set(c["waited_on"]), c
-            assert "1 attempt(s) it held failed at once, to be retried" in c["fast_forward"], c
+            assert failed_at_once in c["fast_forward"] or any(
+                "an attempt had ended already" in f for f in c["fast_forward"]
+            ), c
         else:
             assert "workflow task start-to-close timeout 10.0 s" in c["waited_on"], c
             assert c["fast_forward"], c
+    assert any(failed_at_once in c["fast_forward"] for c in cells)  # the fast-forward acted
     assert "all 11 crash points end in the no-crash state" in done.stdout
 
     done, report = results["none"]

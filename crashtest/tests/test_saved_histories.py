@@ -5,6 +5,7 @@ crash-test cells of the notes app (`record_histories.py` made them), fast-forwar
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,8 @@ from temporal_crashtest.history import (
     RunHistory,
     read_tree,
     recovery_waits,
-    task_timeouts_on_live_workers,
+    unexplained_activity_attempts,
+    unexplained_task_timeouts,
 )
 from temporal_crashtest.interceptor import ROOT_SCOPE
 from temporalio.api.enums.v1 import EventType
@@ -81,12 +83,12 @@ def test_recovery_waits_are_read_from_the_history(name: str, expected: list[str]
     assert reported[: len(waits)] == waits
 
 
-def test_only_a_live_workers_task_timeout_is_unexplained() -> None:
+def test_only_a_task_production_would_not_end_is_unexplained() -> None:
     run, _ = saved("notes-fast-after-checkpoint-1")
-    assert task_timeouts_on_live_workers([run], killed(run)) == 0
-    assert task_timeouts_on_live_workers([run], set()) == 1  # had the worker lived: unexplained
+    assert unexplained_task_timeouts([run], killed(run)) == 0
+    assert unexplained_task_timeouts([run], set()) == 1  # had the worker lived: unexplained
     run, _ = saved("notes-fast-after-effect-1")
-    assert task_timeouts_on_live_workers([run], killed(run)) == 0
+    assert unexplained_task_timeouts([run], killed(run)) == 0
 
 
 def test_a_timeout_before_the_killed_workers_last_task_is_not_the_recoverys() -> None:
@@ -97,3 +99,42 @@ def test_a_timeout_before_the_killed_workers_last_task_is_not_the_recoverys() ->
             if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED][-1]  # fmt: skip
     finisher = {last.workflow_task_started_event_attributes.identity}
     assert recovery_waits(run, labels(run), PRODUCTION_TASK_TIMEOUT_S, finisher) == []
+
+
+def test_a_task_attempt_the_history_does_not_record_is_unexplained() -> None:
+    """A real cell from a loaded machine (the local-activity shape, unkeyed, three crash tests
+    in parallel): under the 1 s timeout the killed worker's task timed out, and so did the next
+    attempt, unrecorded (the server writes a retried task down only once one succeeds), before
+    the kill; the local activity ran twice there, which production's 10 s would not have seen.
+    Its first recorded retry is attempt 3: one more than the one kill explains, so the cell
+    runs again with the production timeout."""
+    run, _ = saved("local-fast-after-effect-1-unseen-timeout")
+    assert unexplained_task_timeouts([run], killed(run)) == 1
+
+
+@pytest.mark.parametrize("name", ["notes-fast-after-effect-1", "notes-real-after-effect-1"])
+def test_an_attempt_no_kill_ended_is_unexplained(name: str) -> None:
+    """write_note#1's first attempt ended with its worker's kill: its retry is explained (the
+    kill came after it was scheduled); with no kill it would be an attempt a live worker lost
+    (on a loaded machine), which repeats an unkeyed effect the crash did not cause."""
+    run, _ = saved(name)
+    scheduled = [e.event_time.ToDatetime() for e in run.history.events
+                 if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]  # fmt: skip
+    kill = scheduled[0] + timedelta(milliseconds=100)
+    assert unexplained_activity_attempts([run], [kill]) == 0
+    assert unexplained_activity_attempts([run], []) == 1
+    before = scheduled[0] - timedelta(seconds=1)  # a kill before it was scheduled ends nothing
+    assert unexplained_activity_attempts([run], [before]) == 1
+
+
+def test_a_killed_workers_task_that_timed_out_before_its_kill_is_unexplained() -> None:
+    """A real cell from a loaded machine (the local-activity shape, unkeyed, after-checkpoint:1):
+    the worker to be killed outran the 1 s timeout with the task that ran the local activity,
+    took the next attempt itself, ran the local activity again and was killed after that: a
+    second charge production's 10 s would not have made. The timed-out task was the killed
+    worker's, but it lived on after it, so the timeout was not the kill's."""
+    run, _ = saved("local-fast-after-checkpoint-1-outran")
+    assert unexplained_task_timeouts([run], killed(run)) == 1
+    # An after-checkpoint kill whose held task times out is explained, as before.
+    clean, _ = saved("notes-fast-after-checkpoint-1")
+    assert unexplained_task_timeouts([clean], killed(clean)) == 0

@@ -41,7 +41,8 @@ from temporal_crashtest.history import open_runs
 from temporal_crashtest.interceptor import WORKER_KILLED, Attempt
 
 # A workflow task here takes 10-250 ms, 11 cells at once on 2 cores: 1 s leaves room for a loaded
-# machine; a live worker's task that times out all the same runs its cell again without it.
+# machine; a task that times out all the same where production's would not (a live worker's, or
+# an unrecorded attempt) runs its cell again without it (history.unexplained_task_timeouts).
 SHORT_TASK_TIMEOUT = timedelta(seconds=1)
 IDENTITY = "temporal-crashtest"
 

@@ -23,6 +23,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowHandle, WorkflowHistory
+from temporalio.service import RPCError, RPCStatusCode
 
 from temporal_crashtest.interceptor import (
     ROOT_SCOPE,
@@ -394,11 +395,30 @@ def recovery_waits(
     return waits
 
 
-def task_timeouts_on_live_workers(runs: list[RunHistory], killed: set[str]) -> int:
-    """How many workflow tasks timed out (start-to-close) in a worker that was not killed: the
-    worker identities in `killed` were."""
+def unexplained_task_timeouts(runs: list[RunHistory], killed: set[str]) -> int:
+    """How many workflow tasks timed out (start-to-close) where production's timeout would not
+    have ended them: in a worker that was not killed (the identities in `killed` were); and, in
+    a run with local activities (which a task run again runs again; activities are scheduled
+    only by a task that completes), in a killed worker that went on to take another task (it
+    outran the timeout before its kill), or unrecorded. After a workflow task fails or times
+    out, the server records the first failure, then writes the retries down only once one
+    succeeds: a task recorded at attempt A ended A - 2 attempts unseen. A kill after the first
+    one holding the same task accounts for one (`*2`); anything more outran the short timeout
+    (a loaded machine)."""
     count = 0
     for run in runs:
+        local = any(
+            e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+            and e.marker_recorded_event_attributes.marker_name == LOCAL_ACTIVITY_MARKER
+            for e in run.history.events
+        )
+        unseen = sum(
+            max(0, e.workflow_task_scheduled_event_attributes.attempt - 2)
+            for e in run.history.events
+            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED
+        )
+        if local:
+            count += max(0, unseen - max(0, len(killed) - 1))
         by_id = {e.event_id: e for e in run.history.events}
         for e in run.history.events:
             if e.event_type != EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
@@ -408,7 +428,37 @@ def task_timeouts_on_live_workers(runs: list[RunHistory], killed: set[str]) -> i
                 continue
             started = by_id.get(timed_out.started_event_id)
             identity = started.workflow_task_started_event_attributes.identity if started else ""
-            count += identity not in killed
+            lived_on = local and any(
+                later.event_id > e.event_id
+                and later.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED
+                and later.workflow_task_started_event_attributes.identity == identity
+                for later in run.history.events
+            )
+            count += identity not in killed or lived_on
+    return count
+
+
+def unexplained_activity_attempts(runs: list[RunHistory], kills: list[datetime]) -> int:
+    """How many activity attempts ended that no kill can have ended: an activity's recorded
+    attempt A had A - 1 attempts end before it, and each kill (`kills`, UTC, when the runner saw
+    the worker die) after the activity was scheduled may have ended one (the worker held it, or
+    had been handed it). More is an attempt of a live worker that timed out or failed (its
+    heartbeats late on a loaded machine, say), which repeats an unkeyed effect the crash did
+    not cause."""
+    count = 0
+    for run in runs:
+        scheduled_at = {
+            e.event_id: e.event_time.ToDatetime()
+            for e in run.history.events
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        }
+        for e in run.history.events:
+            if e.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+                continue
+            started = e.activity_task_started_event_attributes
+            at = scheduled_at.get(started.scheduled_event_id)
+            may_have_ended = sum(1 for k in kills if at is not None and k >= at)
+            count += max(0, started.attempt - 1 - may_have_ended)
     return count
 
 
@@ -419,12 +469,19 @@ class OpenRun:
 
 
 async def open_runs(client: Client, handle: WorkflowHandle[Any, Any]) -> list[OpenRun]:
-    """The run and, at any depth, its open children: each with its description."""
+    """The run and, at any depth, its open children: each with its description. A child the
+    parent has initiated but the server has not started yet (or has just closed) is not found:
+    it is left out until it is there."""
     out: list[OpenRun] = []
     todo = [handle]
     while todo:
         h = todo.pop(0)
-        description = await h.describe()
+        try:
+            description = await h.describe()
+        except RPCError as err:
+            if h is handle or err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            continue
         out.append(OpenRun(h, description))
         for child in description.raw_description.pending_children:
             todo.append(client.get_workflow_handle(child.workflow_id, run_id=child.run_id or None))

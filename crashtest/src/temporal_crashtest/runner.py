@@ -25,7 +25,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio.api.common.v1 import WorkflowExecution
@@ -42,8 +42,9 @@ from temporal_crashtest.history import (
     progress_of,
     read_tree,
     recovery_waits,
-    task_timeouts_on_live_workers,
     tree_histories,
+    unexplained_activity_attempts,
+    unexplained_task_timeouts,
     what_it_waits_on,
     with_likely_cause,
 )
@@ -202,7 +203,8 @@ class _Run:
     fast_forward: list[str] = field(default_factory=list)
     sticky_s: float | None = None  # the killed worker's sticky queue timeout
     killed: list[str] = field(default_factory=list)  # the killed workers' identities
-    unexplained: int = 0  # workflow tasks that timed out on a live worker (a loaded machine)
+    kills: list[datetime] = field(default_factory=list)  # when each death was seen (UTC, naive)
+    unexplained: int = 0  # tasks and attempts no kill ended (a loaded machine)
     drive: asyncio.Task[Any] | None = None
 
 
@@ -324,14 +326,15 @@ class Runner:
             else:
                 await self._run(target, point, run, reference)
                 if run.unexplained:
-                    # The short workflow task timeout ended a task of a live worker (a loaded
-                    # machine): production would not have; run the cell again without it.
+                    # A workflow task outran the short timeout, or an activity attempt ended
+                    # that no kill ended (a loaded machine): the counts would show more than the
+                    # crash did. Run the cell again, with the production workflow task timeout.
                     run = _Run(self._workflow_id(re.sub(r"[^\w-]", "-", crash_at)))
                     await self._run(target, point, run, reference, shorten=False)
                     run.fast_forward.append(
-                        f"ran again with the production workflow task timeout: with "
-                        f"{SHORT_TASK_TIMEOUT.total_seconds():g} s, a task of a live worker "
-                        "timed out (a loaded machine)"
+                        "ran again with the production workflow task timeout: a workflow task "
+                        f"outran {SHORT_TASK_TIMEOUT.total_seconds():g} s, or an activity attempt "
+                        "ended that no kill ended (a loaded machine)"
                     )
         except _CellFailed as err:
             error = str(err)
@@ -447,6 +450,7 @@ class Runner:
                 running, attempts = read_crash_line(killed) or ([], [])
                 facts = _facts(killed)
                 run.killed.append(str(facts.get("identity")))
+                run.kills.append(datetime.now(UTC).replace(tzinfo=None))
                 if run.killed_at is None:
                     run.killed_at = time.monotonic()
                     run.in_flight = [f"{r['scope']}:{r['position']}" for r in running]
@@ -491,8 +495,9 @@ class Runner:
         """What the recovery waited on in production, from the crashed run's history."""
         assert run.handle is not None
         tree = read_tree(await self._histories(run.handle))
+        run.unexplained = unexplained_activity_attempts(tree.runs, run.kills)
         if short is not None:
-            run.unexplained = task_timeouts_on_live_workers(tree.runs, set(run.killed))
+            run.unexplained += unexplained_task_timeouts(tree.runs, set(run.killed))
         crashed = tree.run(point.boundary.scope)
         if crashed is None:
             return
