@@ -131,10 +131,9 @@ class GroceryActivities:
 
     @activity.defn
     async def place_order(self, choice: Choice) -> OrderPlaced:
-        first_attempt_at = activity.info().scheduled_time  # this attempt's is another field
         return await self._step(
             lambda conn, run_id, key: steps.place_order(
-                conn, run_id, choice.lines, key, self.grocer, first_attempt_at
+                conn, run_id, choice.lines, key, self.grocer
             )
         )
 

@@ -13,7 +13,7 @@ import contextlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -50,14 +50,6 @@ class GrocerOrder(BaseModel):
     # Not in the grocer's body: its `Idempotent-Replayed` header, the order an earlier request
     # with the same key created.
     replayed: bool = False
-
-
-def key_may_have_expired(first_attempt_at: datetime, key_ttl_s: float) -> bool:
-    """Whether the grocer may have forgotten a key first used no earlier than `first_attempt_at`.
-    A key lives `key_ttl_s` from its first use; the margin covers the two clocks' skew."""
-    margin = min(60.0, key_ttl_s / 2)
-    age = (datetime.now(UTC) - first_attempt_at).total_seconds()
-    return age >= key_ttl_s - margin
 
 
 class GrocerClient:
@@ -136,7 +128,7 @@ class OrderBackend(StrEnum):
 @dataclass(frozen=True)
 class Grocer:
     """Where orders go when ORDER_BACKEND=grocer, and whether to look an order up by its
-    reference before placing it when its key may have expired (ORDER_EFFECT_CHECK)."""
+    reference before placing it (ORDER_EFFECT_CHECK; `off` only for the lab's comparison)."""
 
     client: GrocerClient
     key_ttl_s: float

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from datetime import datetime
 from enum import StrEnum
 from typing import Generic, TypeVar
 
@@ -22,7 +21,7 @@ from pydantic import BaseModel
 
 from agent.data import Choice, EmailSent, OrderLine, OrderPlaced, PantryReport, Plan, Summary
 from agent.effects import insert_once, log_effect
-from agent.grocer import Grocer, GrocerOrder, OrderNotOurs, key_may_have_expired
+from agent.grocer import Grocer, GrocerOrder, OrderNotOurs
 from agent.guardrails import check_choice
 from agent.llm import Model, call_model, make_prompt
 from infra.metrics import EffectEvent
@@ -111,7 +110,10 @@ def order_reference(run_id: str) -> str:
 
 
 def _described(lines: list[OrderLine]) -> str:
-    return ", ".join(f"{line.quantity} x {line.item}" for line in lines)
+    """The lines as a person reads them; a non-ASCII letter as its escape, so that a look-alike
+    ('m\\u0456lk') does not read as the item it imitates."""
+    text = ", ".join(f"{line.quantity} x {line.item}" for line in lines)
+    return text.encode("ascii", "backslashreplace").decode("ascii")
 
 
 def ours(found: list[GrocerOrder], lines: list[OrderLine], reference: str) -> GrocerOrder:
@@ -133,12 +135,12 @@ async def place_order(
     lines: list[OrderLine],
     key: str | None,
     grocer: Grocer | None = None,
-    first_attempt_at: datetime | None = None,
 ) -> OrderPlaced:
     """Place the order, in our own table or at the grocer. With a key, a repeat returns the
-    first order instead of a new one. At the grocer a key lives only its TTL: when the first
-    attempt is older than that, the order is first looked up by its reference (the effect
-    check), and placed only if it is not there; one found counts only if it is this order."""
+    first order instead of a new one. At the grocer a key lives only its TTL, and any run of the
+    business id may come after it (a late retry, a reset, a re-run, a start after the history's
+    retention): so the order is first looked up by its reference (the effect check) and placed
+    only if it is not there; one found counts only if it is this order."""
     if grocer is None:
         items = Jsonb([line.model_dump() for line in lines])
         order_id, stored = await insert_once(
@@ -146,11 +148,7 @@ async def place_order(
         )
         return OrderPlaced(order_id=order_id, lines=[OrderLine.model_validate(i) for i in stored])
     reference = order_reference(run_id)
-    if (
-        grocer.effect_check
-        and first_attempt_at is not None
-        and key_may_have_expired(first_attempt_at, grocer.key_ttl_s)
-    ):
+    if grocer.effect_check:
         found = await grocer.client.find(reference)
         if found:
             order = ours(found, lines, reference)

@@ -7,6 +7,7 @@ crashtest cells: the grocery worker is SIGKILLed from outside, by crashtest's in
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import time
@@ -17,12 +18,22 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 from temporal_crashtest.processes import Processes
 from temporal_crashtest.runner import Reference, Runner, Target, replace_observe
+from temporalio.common import WorkflowIDReusePolicy
 
 from agent.data import EXAMPLE_WEEK, GroceryRequest
 from agent.grocer import Grocer, GrocerClient
 from agent.outcome import final_state, read_run_state
 from agent.steps import PLACE_ORDER, STEP_NAMES
-from crashlab.cells import KEY_EXPIRY, RESET, UNCHECKED, Engine, MatrixCell, MatrixResult
+from crashlab.cells import (
+    GROCER_ROWS,
+    KEY_EXPIRY,
+    RERUN_KEY_EXPIRY,
+    RESET,
+    UNCHECKED,
+    Engine,
+    MatrixCell,
+    MatrixResult,
+)
 from crashlab.servers import LabGrocer
 
 HOUSEHOLD = "household-1"
@@ -93,8 +104,8 @@ class Lab:
             if cell.engine == "journal":
                 state = await self._journal(cell, run_id)
                 matches = state == self.references["journal"]
-            elif cell.crash_at == KEY_EXPIRY:
-                state, matches, error = await self._key_expiry(cell)
+            elif cell.crash_at in GROCER_ROWS:
+                state, matches, error = await self._at_the_grocer(cell)
             else:
                 state, matches, error = await self._temporal(cell)
         except Exception as err:  # one broken cell is reported, and the matrix goes on
@@ -159,10 +170,13 @@ class Lab:
         result = await self.runner.cell(grocery_target(cell.design), point, reference)
         return result.observed, result.matches, result.error
 
-    async def _key_expiry(self, cell: MatrixCell) -> tuple[dict[str, Any], bool, str | None]:
-        """Orders at a grocer whose keys live KEY_TTL_S: the worker is killed once the grocer has
-        the order, and the fresh worker starts after the key has expired."""
-        assert self.runner is not None and self.temporal_reference is not None
+    async def _at_the_grocer(self, cell: MatrixCell) -> tuple[dict[str, Any], bool, str | None]:
+        """Orders at a grocer whose keys live KEY_TTL_S, and the week run again once the key has
+        expired: a retry (the worker killed once the grocer has the order, the fresh worker
+        started after the TTL), a reset of the finished run to before the order, or a second
+        run of the same business id."""
+        reference = self.temporal_reference
+        assert self.runner is not None and reference is not None
         if self.grocer is None:
             self.grocer = LabGrocer(self.procs, KEY_TTL_S)
             await self.grocer.start()
@@ -182,7 +196,34 @@ class Lab:
             resume_after_s=KEY_TTL_S,
         )  # fmt: skip
         runner = replace_observe(self.runner, observe)
-        point = self.temporal_reference.resolve(f"after-effect:{PLACE_ORDER.number}")
+        moment = "after-effect" if cell.crash_at == KEY_EXPIRY else "reset"
         async with lab_grocer:
-            result = await runner.cell(target, point, self.temporal_reference)
+            if cell.crash_at == RERUN_KEY_EXPIRY:
+                return await self._rerun(runner, target)
+            point = reference.resolve(f"{moment}:{PLACE_ORDER.number}")
+            result = await runner.cell(target, point, reference)
         return result.observed, result.matches, result.error
+
+    async def _rerun(
+        self, runner: Runner, target: Target
+    ) -> tuple[dict[str, Any], bool, str | None]:
+        """A run that never crashed, then, once its key has expired, a second run of the same
+        workflow id (ALLOW_DUPLICATE: as if the first one's history were past its retention)."""
+        reference = self.temporal_reference
+        assert reference is not None
+        first = await runner.cell(target, None, reference)
+        if not first.matches:
+            return first.observed, False, first.error or first.diff
+        await asyncio.sleep(target.resume_after_s)
+        queue = f"{first.workflow_id}-again"
+        worker = await runner.start_worker(target, queue, queue)
+        try:
+            handle = await runner.client.start_workflow(
+                target.workflow, target.input, id=first.workflow_id, task_queue=queue,
+                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+            )  # fmt: skip
+            await asyncio.wait_for(handle.result(), RESULT_TIMEOUT_S)
+        finally:
+            await self.procs.stop(worker)
+        state = await runner.observe(first.workflow_id)  # as JSON, like the reference's
+        return state, state == reference.observed, None

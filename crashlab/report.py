@@ -10,8 +10,8 @@ from pydantic import BaseModel
 from bench.output import render
 from crashlab.cells import (
     CRASH_POINTS,
+    GROCER_ROWS,
     JOURNAL_DESIGNS,
-    KEY_EXPIRY,
     RESET,
     TEMPORAL_DESIGNS,
     UNCHECKED,
@@ -39,7 +39,7 @@ class MatrixReport(BaseModel):
 
     def rows(self) -> list[str]:
         present = {c.crash_at for c in self.cells}
-        return [p for p in (*CRASH_POINTS, RESET, KEY_EXPIRY) if p in present]
+        return [p for p in (*CRASH_POINTS, RESET, *GROCER_ROWS) if p in present]
 
     def _cell_text(self, engine: str, design: str, crash_at: str) -> str:
         for c in self.cells:
@@ -61,10 +61,11 @@ class MatrixReport(BaseModel):
             "state equals a run that never crashed, ✗ it does not; then model calls/orders/emails "
             "(no crash: 3/1/1). (!) marks a cell whose outcome is not the one its design predicts."
         )
-        if KEY_EXPIRY in self.rows():
+        if any(row in GROCER_ROWS for row in self.rows()):
             legend += (
-                " key-expiry: orders at the grocer, whose keys live 1 s, resumed after they "
-                "expired; T workflow looks the order up by its reference first, "
-                "T workflow-unchecked does not."
+                " key-expiry, reset-key-expiry, rerun-key-expiry: orders at the grocer, whose keys "
+                "live 1 s; the week run again after the key expired (a retry of the killed order "
+                "step, a reset to before it, a second run of the business id); T workflow looks "
+                "the order up by its reference first, T workflow-unchecked does not."
             )
         return legend

@@ -18,7 +18,7 @@ async def run_agent(j: Journal, model: Model, household: str, grocer: Grocer | N
     plan = await j.step(PLAN, lambda c: steps.plan(c.conn, model, run_id, household, c.key))
     pantry = await j.step(CHECK_PANTRY, lambda c: steps.check_pantry(household, plan))
     choice = await j.step(CHOOSE, lambda c: steps.choose(c.conn, model, run_id, pantry, c.key))
-    order = await j.step(PLACE_ORDER, lambda c: steps.place_order(c.conn, run_id, choice.lines, c.key, grocer, j.started_at))
+    order = await j.step(PLACE_ORDER, lambda c: steps.place_order(c.conn, run_id, choice.lines, c.key, grocer))
     email = await j.step(SEND_CONFIRMATION, lambda c: steps.send_confirmation(c.conn, run_id, household, order, c.key))
     return await j.step(SUMMARISE, lambda c: steps.summarise(c.conn, model, run_id, order, email, c.key))
 

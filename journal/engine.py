@@ -26,7 +26,6 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -82,11 +81,11 @@ with new_run as (
     on conflict (run_id) do nothing
     returning design, household
 ), run as (
-    select design, household, now() as started_at from new_run
+    select design, household from new_run
     union all
-    select design, household, started_at from agent_runs where run_id = %(run_id)s
+    select design, household from agent_runs where run_id = %(run_id)s
 )
-select run.design, run.household, run.started_at,
+select run.design, run.household,
        (select coalesce(jsonb_agg(jsonb_build_array(step, name, output)), '[]')
           from agent_steps where run_id = %(run_id)s),
        pg_try_advisory_lock(hashtextextended(%(run_id)s, 0))
@@ -132,7 +131,6 @@ class Journal:
         saved: dict[int, tuple[str, Any]],
         crash_at: CrashPoint | None,
         pause: Pause | None,
-        started_at: datetime | None = None,
     ) -> None:
         self.conn = conn
         self.run_id = run_id
@@ -140,7 +138,6 @@ class Journal:
         self.saved = saved  # step number -> (name, output as JSON): replayed from memory
         self.crash_at = crash_at
         self.pause = pause
-        self.started_at = started_at  # when the run was first opened
 
     @classmethod
     async def open(
@@ -157,11 +154,11 @@ class Journal:
         if row is None:  # another process created the run during our statement: now it shows
             row = await (await conn.execute(_OPEN_RUN, params)).fetchone()
         assert row is not None
-        saved_design, saved_household, started_at, steps, locked = row
+        saved_design, saved_household, steps, locked = row
         if not locked:
             raise RunBusy(f"run {run_id} is being run by another process")
         saved = {} if design is Design.NAIVE else {n: (name, out) for n, name, out in steps}
-        journal = cls(conn, run_id, design, saved, crash_at, pause, started_at)
+        journal = cls(conn, run_id, design, saved, crash_at, pause)
         try:
             if saved_design != design.value:
                 raise ConfigError(

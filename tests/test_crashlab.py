@@ -15,7 +15,7 @@ from tests.helpers import child_env, run_python
 
 def test_expected_outcomes_follow_the_designs() -> None:
     expect = {(c.engine, c.design, c.crash_at): c.expected_match for c in all_cells("all")}
-    assert len(expect) == 4 * 12 + 3 * 13 + 2  # + key-expiry, with and without the effect check
+    assert len(expect) == 4 * 12 + 3 * 13 + 3 * 2  # + the grocer rows, with and without the check
     assert not expect["journal", "naive", "after-checkpoint:1"]
     assert not expect["journal", "checkpoint", "after-effect:4"]
     assert expect["journal", "checkpoint", "after-effect:2"]  # the pantry check only reads
@@ -23,8 +23,9 @@ def test_expected_outcomes_follow_the_designs() -> None:
     assert not expect["temporal", "none", "after-effect:5"]
     assert not expect["temporal", "run", "reset"]
     assert expect["temporal", "workflow", "reset"]
-    assert expect["temporal", "workflow", "key-expiry"]
-    assert not expect["temporal", "workflow-unchecked", "key-expiry"]
+    for row in ("key-expiry", "reset-key-expiry", "rerun-key-expiry"):
+        assert expect["temporal", "workflow", row]
+        assert not expect["temporal", "workflow-unchecked", row]
     assert all(v for (e, d, _), v in expect.items() if d in ("durable", "transactional"))
 
 
@@ -82,14 +83,18 @@ def test_matrix_subset_end_to_end(db_url: str, temporal_address: str, tmp_path: 
 def test_key_expiry_needs_the_effect_check(
     db_url: str, temporal_address: str, tmp_path: Path
 ) -> None:
-    """Orders at the grocer, whose keys live 1 s; the worker killed once the grocer has the order
-    and the run resumed after the key expired: one order if the step looks it up first, two if
-    not."""
+    """Orders at the grocer, whose keys live 1 s, and the week run again after the key expired:
+    a retry of the killed order step, a reset to before it, a second run of the business id. One
+    order if the step looks it up first, two if not."""
     out = tmp_path / "ke.json"
-    args = ["-m", "crashlab", "matrix", "--engine", "temporal", "--crash-points", "key-expiry",
+    rows = ["key-expiry", "reset-key-expiry", "rerun-key-expiry"]
+    args = ["-m", "crashlab", "matrix", "--engine", "temporal", "--crash-points", ",".join(rows),
             "--json", str(out)]  # fmt: skip
-    done = run_python(args, child_env(db_url, TEMPORAL_ADDRESS=temporal_address), 120)
+    done = run_python(args, child_env(db_url, TEMPORAL_ADDRESS=temporal_address), 180)
     assert done.returncode == 0, done.stdout + done.stderr
-    cells = {c["design"]: c for c in json.loads(out.read_text())["cells"]}
-    outcome = {d: (c["orders"], c["matches_no_crash"]) for d, c in cells.items()}
-    assert outcome == {"workflow": (1, True), "workflow-unchecked": (2, False)}
+    cells = json.loads(out.read_text())["cells"]
+    outcome = {(c["crash_at"], c["design"]): (c["orders"], c["matches_no_crash"]) for c in cells}
+    assert outcome == {
+        **{(row, "workflow"): (1, True) for row in rows},
+        **{(row, "workflow-unchecked"): (2, False) for row in rows},
+    }

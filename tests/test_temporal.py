@@ -223,11 +223,11 @@ async def test_an_order_planted_under_our_reference_is_not_confirmed(
     db_url: str, temporal_address: str, grocer_url: str,
     workers: Callable[..., WorkerProcess], client: Client, db: psycopg.Connection,
 ) -> None:  # fmt: skip
-    """The effect check looks the order up by its reference once the key may have expired (here:
-    three 500s in a row outlast the 1 s TTL). An order found there that this run did not mean to
-    place (24 x caviar) fails the run, naming both, and no email goes out. A stranger's account
-    cannot plant one at all: with the same order under the same reference in another account,
-    the run resumes after key expiry and places its own one order."""
+    """The effect check looks the order up by its reference before every order. An order found
+    there that this run did not mean to place (24 x caviar) fails the run on its first attempt,
+    naming both, and no email goes out. A stranger's account cannot plant one at all: with the
+    same order under the same reference in another account, the run, through three 500s that
+    outlast the 1 s TTL, places its own one order."""
     caviar = [{"item": "caviar", "quantity": 24}]
     queue, household = new_run_id("q"), new_run_id("h")
     workers(
@@ -235,17 +235,16 @@ async def test_an_order_planted_under_our_reference_is_not_confirmed(
     )
     workflow_id = f"grocery-{household}-{this_week()}"
     grocer_order(grocer_url, GROCER_API_KEY, f"{workflow_id}:4", caviar)
-    grocer_faults(grocer_url, "error", "error", "error")
     done = await failing_starter(
         db_url, temporal_address, queue, household, ORDER_BACKEND="grocer", GROCER_URL=grocer_url
     )
     assert_one_line_error(done, f"under reference {workflow_id}:4 and none is the one this run")
     assert "found 24 x caviar" in done.stderr
     assert state(db, workflow_id).emails == []
+    assert (await attempts(client, workflow_id))[3:] == [1]  # not retried
 
     household = new_run_id("h")
     workflow_id = f"grocery-{household}-{this_week()}"
-    grocer_faults(grocer_url)  # what the run above left
     grocer_order(grocer_url, STRANGER_API_KEY, f"{workflow_id}:4", caviar)
     grocer_faults(grocer_url, "error", "error", "error")
     out = await asyncio.to_thread(
@@ -288,7 +287,7 @@ async def test_a_wrong_grocer_path_fails_the_run_at_once(
         done = await failing_starter(
             db_url, temporal_address, queue, household, ORDER_BACKEND="grocer", GROCER_URL=url
         )
-        assert_one_line_error(done, "the grocer refused POST /orders (")
+        assert_one_line_error(done, "the grocer refused GET /orders (404)")  # the effect check
         workflow_id = f"grocery-{household}-{this_week()}"
         assert await attempts(client, workflow_id) == [1, 1, 1, 1]  # not retried
     finally:

@@ -81,7 +81,7 @@ class Target:
     data_converter: str | None = None  # MODULE:NAME, for the worker processes' clients
     plugins: tuple[str, ...] = ()  # MODULE:NAME of client plugins, for every client
     env: dict[str, str] = field(default_factory=dict)  # more environment for the workers
-    resume_after_s: float = 0.0  # wait this long after the kill before the fresh worker starts
+    resume_after_s: float = 0.0  # wait this long after a kill (or before a reset) to resume
 
 
 @dataclass(frozen=True)
@@ -570,6 +570,7 @@ class Runner:
             )
             if here is None:
                 raise _CellFailed(f"this run has no boundary {b.label} to reset to")
+            await asyncio.sleep(target.resume_after_s)  # e.g. past an idempotency key's TTL
             try:
                 reset = await self.client.workflow_service.reset_workflow_execution(
                     ResetWorkflowExecutionRequest(
