@@ -26,11 +26,11 @@ from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
-from agent.data import GroceryRequest, GroceryResult
-from agent.grocer import configured_grocer
+from agent.data import HOUSEHOLD_PATTERN, WEEK_PATTERN, GroceryRequest, GroceryResult
+from agent.grocer import Grocer, configured_grocer
 from agent.llm import forget_recorded_answers
 from agent.outcome import read_run_state
-from infra.cli import run_main
+from infra.cli import run_main, visible
 from infra.config import task_queue
 from infra.db import connect_postgres, ensure_database_url, ensure_schema
 from infra.errors import AgentError, ConfigError, DatabaseUnavailable
@@ -42,8 +42,8 @@ from workflows.grocery import GroceryAgentWorkflow
 log = logging.getLogger("starter")
 RECONNECT_S = 30  # how long the outcome waits for a restarting Postgres
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
-_WEEK = re.compile(r"^\d{4}-W(0[1-9]|[1-4]\d|5[0-3])$")
+_NAME = re.compile(HOUSEHOLD_PATTERN)
+_WEEK = re.compile(WEEK_PATTERN)
 
 
 def this_week() -> str:
@@ -66,7 +66,8 @@ def parse_args() -> argparse.Namespace:
         "--again",
         action="store_true",
         help="run a week whose run failed again: its recorded model answers are set aside, so "
-        "the model is asked again; an order or email it made is found, not made again",
+        "the model is asked again; an order or email the failed run made is found (by its key, "
+        "or at the grocer by its reference) and not made again, and the output says so",
     )
     args = parser.parse_args()
     args.week = args.week or this_week()
@@ -118,8 +119,12 @@ FAILED = {
 }
 
 
-async def prepare_again(client: Client, conn: psycopg.AsyncConnection, workflow_id: str) -> None:
-    """Check that the week's last run failed, and set its recorded model answers aside."""
+async def prepare_again(
+    client: Client, conn: psycopg.AsyncConnection, workflow_id: str, grocer: Grocer | None
+) -> list[int]:
+    """Check that the week's last run failed, and set its recorded model answers aside. Returns
+    the orders the week already has (in our table, or at the grocer under its reference): the
+    new run finds its order there and places none."""
     try:
         status = (await client.get_workflow_handle(workflow_id).describe()).status
     except RPCError:
@@ -128,6 +133,7 @@ async def prepare_again(client: Client, conn: psycopg.AsyncConnection, workflow_
         name = status.name.lower() if status else "unknown"
         raise AgentError(f"{workflow_id} is {name}: --again runs only a failed week again")
     await forget_recorded_answers(conn, workflow_id)
+    return [order.id for order in (await read_run_state(conn, workflow_id, grocer)).orders]
 
 
 async def start_or_find(
@@ -193,8 +199,9 @@ async def main(args: argparse.Namespace) -> int:
         async with await connect_postgres(url) as conn:
             await ensure_schema(conn)
             client = await connect_temporal()
-            if args.again:
-                await prepare_again(client, conn, workflow_id)
+            ordered_before = (
+                await prepare_again(client, conn, workflow_id, grocer) if args.again else []
+            )
         result, workflow_run_id, started = await start_or_find(
             client, request, workflow_id, queue, args.again
         )
@@ -213,6 +220,7 @@ async def main(args: argparse.Namespace) -> int:
         "orders": len(state.orders),
         "emails": len(state.emails),
         "ui": link,
+        "ordered_before": ordered_before,  # --again: the week's orders before this run
     }
     log.info("%s %s: order #%s, %s", workflow_id, "completed" if started else "already ran",
              result.order.order_id, state.counts_text(),
@@ -222,7 +230,10 @@ async def main(args: argparse.Namespace) -> int:
         return 0
     if not started:
         print(f"{workflow_id} already ran; not ordering again. Its outcome:")
-    print(f"summary:  {result.summary.text}")
+    if ordered_before:
+        found = ", ".join(f"#{order_id}" for order_id in ordered_before)
+        print(f"again:    the week already had order {found}; found, not placed again")
+    print(f"summary:  {visible(result.summary.text)}")  # a model's text: escape codes shown
     print(f"order:    #{result.order.order_id}")
     print(f"counts:   {state.counts_text()}")
     print(f"history:  {link}")

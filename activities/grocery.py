@@ -31,7 +31,8 @@ from agent.data import (
 )
 from agent.grocer import Grocer, GrocerRefused, OrderNotOurs
 from agent.guardrails import GuardrailViolation
-from agent.llm import Model, ModelOutputError, ModelRefused
+from agent.llm import Model
+from agent.model_errors import ModelAnswerRefused, ModelOutputError, ModelRefused
 from infra.config import parse_choice
 
 T = TypeVar("T")
@@ -44,8 +45,13 @@ HEARTBEAT_EVERY_S = 0.5
 # What the steps raise when another attempt cannot help: the workflow's retry policy names them
 # (by class name, as Temporal matches an application error's type), so a rename cannot skip one.
 NOT_RETRIED: tuple[type[Exception], ...] = (
-    ModelOutputError, ModelRefused, GuardrailViolation, GrocerRefused, OrderNotOurs,
-)  # fmt: skip
+    ModelOutputError,
+    ModelAnswerRefused,
+    ModelRefused,
+    GuardrailViolation,
+    GrocerRefused,
+    OrderNotOurs,
+)
 
 
 class KeyStrategy(StrEnum):

@@ -1,9 +1,9 @@
 """Guardrails before spending: what the model chose to buy is checked before any order.
 
-Only items the pantry reported missing, at most MAX_QUANTITY of each, and a total within the
-household's budget, at the prices below. A violation is not worth retrying (the model's answer
-is recorded, so asking the same step again returns the same choice): the run ends, with no
-order and no email, and says why in one line.
+Only items the pantry reported missing and the price list below holds, at most MAX_QUANTITY of
+each, and a total within the household's budget, at those prices. A violation is not worth
+retrying (the model's answer is recorded, so asking the same step again returns the same
+choice): the run ends, with no order and no email, and says why in one line.
 """
 
 from __future__ import annotations
@@ -38,6 +38,11 @@ def check_choice(pantry: PantryReport, choice: Choice) -> None:
             raise GuardrailViolation(
                 f"the model chose {line.item!r}, which the pantry did not report missing "
                 f"(missing: {', '.join(sorted(missing))})"
+            )
+        if line.item not in PRICES_CENTS:
+            raise GuardrailViolation(
+                f"the model chose {line.item!r}, which is not on the price list "
+                f"({', '.join(sorted(PRICES_CENTS))})"
             )
         quantities[line.item] += line.quantity  # the same item on two lines counts once
     for item, quantity in quantities.items():

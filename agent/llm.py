@@ -2,7 +2,10 @@
 
 Every call is recorded in `model_calls` before its answer is returned. A call made with an
 idempotency key first looks for a recorded answer under that key and reuses it: a retried step
-does not pay for the same call twice.
+does not pay for the same call twice. An answer is checked before it is recorded: one we cannot
+keep (over MODEL_MAX_ANSWER_BYTES, or what Postgres's `jsonb` refuses) is recorded as refused
+and fails the step at once (`ModelAnswerRefused`), after one paid call, not twenty; the
+configured secrets are hidden in what is kept, should a model echo one.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import math
 from enum import StrEnum
 from typing import Protocol, TypeVar
 
@@ -19,8 +23,9 @@ from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ValidationError
 
 from agent.effects import find_by_key, insert_once, log_effect
+from agent.model_errors import ModelAnswerRefused, ModelOutputError
 from infra.config import env_number, env_str, http_url, model_latency_seconds, parse_choice
-from infra.errors import AgentError, ConfigError
+from infra.errors import ConfigError
 from infra.metrics import EffectEvent
 from infra.redaction import redact
 
@@ -28,18 +33,6 @@ T = TypeVar("T", bound=BaseModel)
 log = logging.getLogger(__name__)
 
 CATALOGUE = ("milk", "eggs", "bread", "coffee", "apples", "rice", "oats", "tomatoes", "cheese")
-
-
-class ModelOutputError(AgentError):
-    """The model answered, but not with the JSON the step asked for. Retrying will not help."""
-
-
-class ModelUnavailable(AgentError):
-    """The model did not answer this time (429, 5xx, no connection, timeout): try again."""
-
-
-class ModelRefused(AgentError):
-    """The model's provider refused the request (a 4xx other than 429): retrying will not help."""
 
 
 class Model(Protocol):
@@ -51,6 +44,11 @@ class Model(Protocol):
 def make_prompt(task: str, instruction: str, payload: BaseModel | dict[str, object]) -> str:
     data = payload.model_dump() if isinstance(payload, BaseModel) else payload
     return f"task: {task}\n{instruction}\ninput: {json.dumps(data, sort_keys=True)}"
+
+
+def prompt_task(prompt: str) -> str:
+    """The task a prompt of `make_prompt` asks for (the step's name)."""
+    return prompt.partition("\n")[0].removeprefix("task: ")
 
 
 def _score(*parts: str) -> int:
@@ -84,9 +82,8 @@ class StubModel:
         if self.fault is StubFault.MALFORMED and prompt not in self._asked:
             self._asked.add(prompt)
             return "Sure! Here is what you asked for: a lovely list."
-        header, _, rest = prompt.partition("\n")
-        task = header.removeprefix("task: ")
-        data = json.loads(rest.rpartition("input: ")[2])
+        task = prompt_task(prompt)
+        data = json.loads(prompt.rpartition("input: ")[2])
         if task == "plan":
             household = data["household"]
             staples = sorted(CATALOGUE, key=lambda item: _score(household, item))[:6]
@@ -152,7 +149,9 @@ def model_from_env() -> Model:
         api_key = env_str("MODEL_API_KEY") or "none"  # a local server may want none
         _refuse_a_key_in_clear(base_url, api_key)
         timeout_s = env_number("MODEL_TIMEOUT_S", 60.0, positive=True, maximum=MAX_TIMEOUT_S)
+        max_answer_bytes()  # checked at start, like every setting
         return OpenAIModel(base_url, api_key, name, timeout_s)
+    max_answer_bytes()
     raw = env_str("STUB_MODEL_FAULT")
     fault = parse_choice(StubFault, raw, "STUB_MODEL_FAULT") if raw else None
     return StubModel(model_latency_seconds(), fault)
@@ -160,6 +159,78 @@ def model_from_env() -> Model:
 
 MAX_TIMEOUT_S = 240.0  # within the steps' 5-minute start-to-close timeout
 MODEL_CALLS_PER_STEP = 3  # a malformed answer is asked again, this many calls in all
+# An answer's size cap: every answer travels in a Temporal payload (2 MB at most, with the rest
+# of the step's result) and is kept in model_calls.
+DEFAULT_MAX_ANSWER_BYTES = 64 * 1024
+MAX_ANSWER_BYTES_LIMIT = 1024 * 1024
+REFUSED = "refused_answer"  # a recorded call whose answer was refused: {REFUSED: why}
+
+
+def max_answer_bytes() -> int:
+    """MODEL_MAX_ANSWER_BYTES (default 65536, at most 1048576): the largest answer kept."""
+    return int(
+        env_number(
+            "MODEL_MAX_ANSWER_BYTES", DEFAULT_MAX_ANSWER_BYTES, minimum=1,
+            maximum=MAX_ANSWER_BYTES_LIMIT,
+        )
+    )  # fmt: skip
+
+
+class _Unstorable(ValueError):
+    """A number in an answer that jsonb cannot hold."""
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Unstorable(f"the number {text} (not finite)")
+    return value
+
+
+def _non_finite(text: str) -> float:
+    raise _Unstorable(f"the non-finite number {text}")
+
+
+def _bad_text(text: str) -> str | None:
+    if "\x00" in text:
+        return "a NUL character"
+    if any("\ud800" <= ch <= "\udfff" for ch in text):
+        return "a lone surrogate"
+    return None
+
+
+def unkeepable(raw: str, limit: int) -> str | None:
+    """Why an answer cannot be kept — over `limit` bytes, or text Postgres's `jsonb` refuses (a
+    NUL, a lone surrogate, a non-finite or out-of-range number) — or None. An answer that is not
+    JSON at all can be kept (as `{"unparsed": text}`) and is asked again as malformed."""
+    size = len(raw.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        return f"it is {size} bytes, over MODEL_MAX_ANSWER_BYTES={limit}"
+    if why := _bad_text(raw):
+        return f"it contains {why}"
+    try:
+        parsed = json.loads(raw, parse_constant=_non_finite, parse_float=_finite)
+    except _Unstorable as err:
+        return f"it contains {err}"
+    except json.JSONDecodeError:
+        return None
+    except ValueError:  # an integer past Python's digit limit
+        return "it contains a number of too many digits"
+    pending: list[object] = [parsed]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, dict):
+            pending.extend(value.values())
+            texts = list(value)
+        elif isinstance(value, list):
+            pending.extend(value)
+            continue
+        else:
+            texts = [value] if isinstance(value, str) else []
+        for text in texts:
+            if why := _bad_text(text):
+                return f"it contains {why} (escaped)"
+    return None
 
 
 async def call_model(
@@ -174,11 +245,12 @@ async def call_model(
 ) -> T:
     """Ask the model, record the call, return the validated answer. An answer that is not the
     JSON asked for is asked again with a fresh call, up to MODEL_CALLS_PER_STEP calls, each
-    recorded (and paid for), before the step fails.
+    recorded (and paid for), before the step fails. An answer we cannot keep is recorded as
+    refused and fails the step at once (`ModelAnswerRefused`).
 
     With a key, call n is recorded under `key` (n = 1) or `key#n`, and an answer already
     recorded under that key is used instead of calling the model: a retried step pays for no
-    call twice, a malformed one included.
+    call twice, a malformed or refused one included.
     """
     for n in range(1, MODEL_CALLS_PER_STEP + 1):
         call_key = None if key is None else key if n == 1 else f"{key}#{n}"
@@ -191,13 +263,24 @@ async def call_model(
                        run_id=run_id, how="the recorded answer, not a new call")  # fmt: skip
         else:
             raw = await model.complete(prompt)
-            try:
-                answer: object = json.loads(raw)
-            except json.JSONDecodeError:
-                answer = {"unparsed": raw}
+            why = unkeepable(raw, max_answer_bytes())
+            answer: object
+            if why is not None:
+                answer = {REFUSED: why}
+            else:
+                raw = redact(raw)  # a model that echoes a configured key does not keep it
+                try:
+                    answer = json.loads(raw)
+                except json.JSONDecodeError:
+                    answer = {"unparsed": raw}
             values = {"run_id": run_id, "step": step, "prompt": prompt, "response": Jsonb(answer)}
             row = await insert_once(conn, "model_calls", values, call_key, ["id", "response"])
             response = row[1]
+        if isinstance(response, dict) and set(response) == {REFUSED}:
+            raise ModelAnswerRefused(
+                f"step {step} ({prompt_task(prompt)}): the model's answer is refused: "
+                f"{response[REFUSED]}; not asked again (that would pay again)"
+            )
         try:
             return _validate(output_type, response, step)
         except ModelOutputError as err:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import openai
 
-from agent.llm import ModelRefused, ModelUnavailable
+from agent.model_errors import ModelRefused, ModelUnavailable
 from infra.redaction import redact
 
 SYSTEM = "You are a grocery assistant. Answer with the JSON object asked for, nothing else."

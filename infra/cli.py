@@ -18,6 +18,15 @@ from infra.redaction import redact
 EXIT_EXPECTED_FAILURE = 2
 
 
+def visible(text: str) -> str:
+    """`text` with every character a terminal would act on instead of showing (escape codes,
+    carriage returns, bidirectional overrides, ...) written as its escape (`\\x1b`), so that text
+    from a model or a server prints as what it is, on one line."""
+    return "".join(
+        ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text
+    )
+
+
 def exit_now(code: int) -> NoReturn:
     """Exit without CPython's interpreter teardown.
 
@@ -41,7 +50,7 @@ def run_main(main: Coroutine[Any, Any, int]) -> NoReturn:
         fmt = configure_logging()  # LOG_FORMAT: text (default) or json
     except AgentError as err:
         main.close()
-        print(f"error: {redact(str(err))}", file=sys.stderr)
+        print(f"error: {visible(redact(str(err)))}", file=sys.stderr)
         exit_now(EXIT_EXPECTED_FAILURE)
     try:
         code = asyncio.run(_stopped_by_sigterm(main))
@@ -49,7 +58,7 @@ def run_main(main: Coroutine[Any, Any, int]) -> NoReturn:
         if fmt is LogFormat.JSON:  # the one line is a JSON object too (its handler redacts)
             logging.getLogger("error").error("%s", err)
         else:
-            print(f"error: {redact(str(err))}", file=sys.stderr)
+            print(f"error: {visible(redact(str(err)))}", file=sys.stderr)
         code = EXIT_EXPECTED_FAILURE
     except KeyboardInterrupt:
         code = 128 + signal.SIGINT

@@ -5,7 +5,7 @@ Helpers live in `tests/helpers.py`."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -15,6 +15,7 @@ from psycopg.conninfo import make_conninfo
 from temporalio.client import Client
 
 from infra.db import ensure_database_url
+from tests.fake_openai import FakeOpenAI
 from tests.helpers import (
     GROCER_API_KEYS,
     GROCER_TTL_S,
@@ -62,6 +63,15 @@ def grocer_url(db_url: str) -> Iterator[str]:
         db_url, "--test-mode", GROCER_KEY_TTL_S=str(GROCER_TTL_S), GROCER_API_KEYS=GROCER_API_KEYS
     ) as url:
         yield url
+
+
+@pytest.fixture
+async def provider() -> AsyncIterator[FakeOpenAI]:
+    """An OpenAI-compatible model server on 127.0.0.1 (tests.fake_openai)."""
+    fake = FakeOpenAI()
+    await fake.start()
+    yield fake
+    await fake.stop()
 
 
 @pytest.fixture(scope="session")

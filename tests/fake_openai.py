@@ -1,16 +1,18 @@
 """An OpenAI-compatible chat-completions server on 127.0.0.1, for the model adapter's tests: a
 real HTTP exchange with the real `openai` client. It answers as the stub model would, unless the
 test has scripted a failure for the coming requests ("429", "400", "echo-auth": a 400 that
-echoes the request's Authorization header, as careless providers do)."""
+echoes the request's Authorization header, as careless providers do), or a hostile answer for a
+step (`hostile[task] = text`: that step's prompt gets `text`, whoever asks, as a real model
+answers from the conversation). `asked` counts the paid calls per step."""
 
 from __future__ import annotations
 
 import time
-from collections import deque
+from collections import Counter, deque
 
 from aiohttp import web
 
-from agent.llm import StubModel
+from agent.llm import StubModel, prompt_task
 from infra.processes import free_port
 
 
@@ -18,13 +20,20 @@ class FakeOpenAI:
     def __init__(self) -> None:
         self.script: deque[str] = deque()  # what the coming requests get; then answers
         self.requests = 0
+        self.hostile: dict[str, str] = {}  # a step's name -> the answer its prompt gets
+        self.asked: Counter[str] = Counter()  # a step's name -> the calls answered for it
         self.stub = StubModel()
         self.runner: web.AppRunner | None = None
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
 
+    def env(self, api_key: str = "test-key") -> dict[str, str]:
+        """The settings that point the agent's model at this server."""
+        return {"MODEL": "openai", "MODEL_BASE_URL": self.base_url, "MODEL_NAME": "grocer-llm",
+                "MODEL_API_KEY": api_key}  # fmt: skip
+
     async def start(self) -> None:
-        app = web.Application()
+        app = web.Application(client_max_size=8 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._completions)
         self.runner = web.AppRunner(app, access_log=None)
         await self.runner.setup()
@@ -55,7 +64,9 @@ class FakeOpenAI:
                            "type": "invalid_request_error"}},
                 status=400,
             )  # fmt: skip
-        content = await self.stub.complete(body["messages"][-1]["content"])
+        prompt = body["messages"][-1]["content"]
+        self.asked[prompt_task(prompt)] += 1
+        content = self.hostile.get(prompt_task(prompt)) or await self.stub.complete(prompt)
         return web.json_response({
             "id": f"chatcmpl-{self.requests}", "object": "chat.completion",
             "created": int(time.time()), "model": body["model"],

@@ -12,7 +12,8 @@ import psycopg
 import pytest
 
 from agent.data import Plan
-from agent.llm import ModelOutputError, StubModel
+from agent.llm import StubModel
+from agent.model_errors import ModelOutputError
 from agent.steps import CHOOSE, PLAN, Step
 from infra.db import connect_postgres
 from journal.agent import run_to_completion

@@ -6,9 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
-import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from temporalio.client import Client
 
@@ -28,24 +27,11 @@ from tests.helpers import (
 )
 
 
-@pytest.fixture
-async def provider() -> AsyncIterator[FakeOpenAI]:
-    fake = FakeOpenAI()
-    await fake.start()
-    yield fake
-    await fake.stop()
-
-
-def model_env(fake: FakeOpenAI) -> dict[str, str]:
-    return {"MODEL": "openai", "MODEL_BASE_URL": fake.base_url, "MODEL_NAME": "grocer-llm",
-            "MODEL_API_KEY": "test-key"}  # fmt: skip
-
-
 async def run_with(
     fake: FakeOpenAI, db_url: str, address: str, workers: Callable[..., WorkerProcess]
 ) -> tuple[str, subprocess.CompletedProcess[str]]:
     queue, household = new_run_id("q"), new_run_id("h")
-    workers(queue, **model_env(fake))
+    workers(queue, **fake.env())
     done = await asyncio.to_thread(
         run_python,
         ["starter.py", "--task-queue", queue, "--household", household, "--json"],
@@ -111,7 +97,7 @@ async def test_no_secret_leaves_in_an_error_line_a_log_or_the_history(
     provider.script.append("echo-auth")
     queue, household, port = new_run_id("q"), new_run_id("h"), free_port()
     base_url = provider.base_url.replace("http://", f"http://robot:{url_password}@")
-    worker = workers(queue, **{**model_env(provider), "MODEL_API_KEY": key,
+    worker = workers(queue, **{**provider.env(), "MODEL_API_KEY": key,
                                "MODEL_BASE_URL": base_url, "DATABASE_URL": worker_db_url,
                                "METRICS_PORT": str(port), "ORDER_BACKEND": "grocer",
                                "GROCER_URL": grocer_url})  # fmt: skip

@@ -1,0 +1,24 @@
+"""How a model call fails, apart from the step's own checks: the adapters raise these, the
+recorded call raises the last two, and the activities name the ones not worth retrying."""
+
+from __future__ import annotations
+
+from infra.errors import AgentError
+
+
+class ModelUnavailable(AgentError):
+    """The model did not answer this time (429, 5xx, no connection, timeout): try again."""
+
+
+class ModelRefused(AgentError):
+    """The model's provider refused the request (a 4xx other than 429): retrying will not help."""
+
+
+class ModelOutputError(AgentError):
+    """The model answered, but not with the JSON the step asked for. Retrying will not help."""
+
+
+class ModelAnswerRefused(AgentError):
+    """The model answered with something we cannot keep: over the size cap, or what Postgres's
+    `jsonb` refuses (a NUL, a lone surrogate, a non-finite number). Asking again would pay again
+    for an answer refused again, so the step fails after one paid call."""

@@ -1,0 +1,102 @@
+"""A hostile model, through a real OpenAI-compatible exchange, inside real Temporal runs: answers
+that Postgres's `jsonb` or Temporal's payload limit refuse, an item no price list holds, escape
+codes for the terminal, the configured key echoed back. Each refused answer costs one paid call
+and one attempt, and ends the run with one line naming the step and why."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from collections.abc import Callable
+
+import psycopg
+import pytest
+from temporalio.client import Client
+
+from starter import this_week
+from tests.fake_openai import FakeOpenAI
+from tests.helpers import (
+    RESULT_TIMEOUT_S,
+    WorkerProcess,
+    assert_one_line_error,
+    attempts,
+    child_env,
+    new_run_id,
+    run_python,
+    state,
+)
+
+STEP_POSITION = {"plan": 0, "choose": 2, "summarise": 5}  # the step's activity, in the history
+EFFECTS_BEFORE = {"plan": (0, 0), "choose": (0, 0), "summarise": (1, 1)}  # orders, emails
+
+REFUSED = [
+    ("NaN", "plan", '{"staples": ["milk"], "note": NaN}', "the non-finite number NaN"),
+    ("Infinity", "choose", '{"lines": [{"item": "milk", "quantity": Infinity}]}',
+     "the non-finite number Infinity"),
+    ("1e999", "choose", '{"lines": [{"item": "milk", "quantity": 1e999}]}',
+     "the number 1e999 (not finite)"),
+    ("NUL", "summarise", "Done.\x00", "a NUL character"),
+    ("escaped NUL", "summarise", '{"text": "Done.\\u0000"}', "a NUL character (escaped)"),
+    ("lone surrogate", "summarise", '{"text": "Done \\ud800"}', "a lone surrogate (escaped)"),
+    ("3 MB", "summarise", json.dumps({"text": "x" * 3_000_000}),
+     "it is 3000012 bytes, over MODEL_MAX_ANSWER_BYTES=65536"),
+    ("caviar", "plan", '{"staples": ["caviar"], "note": "treat yourself"}',
+     "the model chose 'caviar', which is not on the price list"),
+]  # fmt: skip
+
+
+async def run_once(
+    provider: FakeOpenAI, db_url: str, address: str, workers: Callable[..., WorkerProcess],
+    *args: str,
+) -> tuple[str, subprocess.CompletedProcess[str]]:  # fmt: skip
+    """One run through the fake model: its workflow id, and the starter's exit and output."""
+    queue, household = new_run_id("q"), new_run_id("h")
+    workers(queue, **provider.env())
+    done = await asyncio.to_thread(
+        run_python,
+        ["starter.py", "--task-queue", queue, "--household", household, *args],
+        child_env(db_url, TEMPORAL_ADDRESS=address),
+        RESULT_TIMEOUT_S,
+    )
+    return f"grocery-{household}-{this_week()}", done
+
+
+@pytest.mark.parametrize(("case", "step", "answer", "why"), REFUSED, ids=[c[0] for c in REFUSED])
+async def test_a_refused_answer_is_paid_for_once(
+    case: str, step: str, answer: str, why: str, provider: FakeOpenAI, db_url: str,
+    temporal_address: str, workers: Callable[..., WorkerProcess], client: Client,
+    db: psycopg.Connection,
+) -> None:  # fmt: skip
+    provider.hostile[step] = answer
+    workflow_id, done = await run_once(provider, db_url, temporal_address, workers)
+    done_step = "choose" if case == "caviar" else step  # the plan was fine; its choice is not
+    assert_one_line_error(done, why)
+    if case != "caviar":
+        assert f"({step}): the model's answer is refused" in done.stderr
+    history = await attempts(client, workflow_id)
+    assert history[STEP_POSITION[done_step]] == 1 and len(history) == STEP_POSITION[done_step] + 1
+    assert provider.asked[done_step] == 1  # one paid call, not twenty
+    final = state(db, workflow_id)
+    assert (len(final.orders), len(final.emails)) == EFFECTS_BEFORE[done_step]
+
+
+async def test_escape_codes_and_an_echoed_key_are_shown_harmless(
+    provider: FakeOpenAI, db_url: str, temporal_address: str,
+    workers: Callable[..., WorkerProcess], client: Client, db: psycopg.Connection,
+) -> None:  # fmt: skip
+    """A summary that clears the screen, writes the clipboard (OSC 52) and echoes the model's
+    key: the run completes, the starter prints the escapes as text, and the key is kept nowhere
+    (model_calls, the history, the output)."""
+    key = provider.env()["MODEL_API_KEY"]
+    text = f"Done. \x1b[2J\x1b]52;c;cm0gLXJmIH4=\x07 Your key is {key}."
+    provider.hostile["summarise"] = json.dumps({"text": text})
+    workflow_id, done = await run_once(provider, db_url, temporal_address, workers)
+    stdout, stderr = done.stdout, done.stderr
+    assert done.returncode == 0, stderr
+    assert "\x1b" not in stdout and "\x07" not in stdout
+    assert "summary:  Done. \\x1b[2J\\x1b]52;c;cm0gLXJmIH4=\\x07 Your key is ***." in stdout
+    history = (await client.get_workflow_handle(workflow_id).fetch_history()).to_json()
+    kept = db.execute("select response::text from model_calls where run_id = %s", (workflow_id,))
+    for where in (stdout, stderr, history, *(row[0] for row in kept)):
+        assert key not in where
