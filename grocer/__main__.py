@@ -2,6 +2,8 @@
 
 GROCER_API_KEY (one account) or GROCER_API_KEYS=ACCOUNT=KEY,... (required): the secret keys a
 request must carry. GROCER_KEY_TTL_S (default 86400): how long an idempotency key is remembered.
+GROCER_HEADER_TIMEOUT_S, GROCER_BODY_TIMEOUT_S, GROCER_MAX_CONNECTIONS: the bounds on slow and
+many clients (grocer.listener).
 DATABASE_URL (unset: the embedded Postgres) holds its tables, in the schema `grocer`.
 `--test-mode` takes faults to show (`POST /_faults`); never in production. SIGTERM or Ctrl-C
 stops it.
@@ -20,6 +22,7 @@ from aiohttp import web
 from grocer.accounts import Accounts
 from grocer.app import make_app
 from grocer.faults import Faults
+from grocer.listener import HttpLimits, listen
 from grocer.store import Store
 from infra.cli import run_main
 from infra.config import grocer_key_ttl_s
@@ -50,17 +53,19 @@ DB_WAIT_S = 5.0
 
 async def main(args: argparse.Namespace) -> int:
     ttl = grocer_key_ttl_s()
+    limits = HttpLimits.from_env()
     accounts = Accounts.from_env(os.environ)
     pool = await open_pool(ensure_database_url(), wait_s=DB_WAIT_S)
     try:
         store = Store(pool, ttl)
         await store.ensure_schema()
-        app = make_app(store, accounts, Faults() if args.test_mode else None)
+        app = make_app(store, accounts, Faults() if args.test_mode else None, limits)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         try:
-            await web.TCPSite(runner, args.host, args.port).start()
+            listener = await listen(runner, args.host, args.port, limits)
         except OSError as err:
+            await runner.cleanup()
             raise ConfigError(f"the grocer cannot listen on {args.host}:{args.port}: "
                               f"{err.strerror}") from None  # fmt: skip
         stop = asyncio.Event()
@@ -70,6 +75,7 @@ async def main(args: argparse.Namespace) -> int:
         log.info("grocer ready on http://%s:%d (idempotency keys live %g s%s)", args.host,
                  args.port, ttl, "; test mode: takes faults" if args.test_mode else "")  # fmt: skip
         await stop.wait()
+        listener.close()
         await runner.cleanup()
     finally:
         await pool.close()

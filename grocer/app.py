@@ -4,6 +4,7 @@ every error, the client's or the grocer's own, is a JSON body `{"error": ...}`."
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -15,6 +16,7 @@ from pydantic import ValidationError
 
 from grocer.accounts import Accounts
 from grocer.faults import BadFault, Faults
+from grocer.listener import LIMITS, HttpLimits, read_body
 from grocer.store import (
     MAX_KEY_CHARS,
     MAX_REFERENCE_CHARS,
@@ -89,7 +91,7 @@ async def place_order(request: web.Request) -> web.StreamResponse:
     if key is not None and not _KEY.fullmatch(key):
         return _error(400, f"Idempotency-Key: 1 to {MAX_KEY_CHARS} printable ASCII characters")
     try:
-        body = OrderRequest.model_validate_json(await request.read())
+        body = OrderRequest.model_validate_json(await read_body(request))
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "body"
@@ -120,7 +122,7 @@ async def add_faults(request: web.Request) -> web.Response:
     """`{"next": ["slow:1500", "error", "rate-limit", "drop-after-store"]}`: one per coming
     order request, in that order (test mode only)."""
     try:
-        body = await request.json()
+        body = json.loads(await read_body(request))
         request.app[FAULTS].add(list(body["next"]))
     except (ValueError, KeyError, TypeError, BadFault) as err:
         return _error(400, f'expected {{"next": [fault, ...]}}: {err}')
@@ -138,9 +140,12 @@ async def health(request: web.Request) -> web.Response:
     return web.json_response({"ok": False, "error": DATABASE_DOWN}, status=503)
 
 
-def make_app(store: Store, accounts: Accounts, faults: Faults | None = None) -> web.Application:
+def make_app(
+    store: Store, accounts: Accounts, faults: Faults | None = None, limits: HttpLimits | None = None
+) -> web.Application:
     """The grocer; `faults` only in test mode (without them there is no `/_faults`)."""
     app = web.Application(middlewares=[_json_errors, _authenticate], client_max_size=64 * 1024)
+    app[LIMITS] = limits or HttpLimits()
     app[STORE] = store
     app[ACCOUNTS] = accounts
     app.router.add_post("/orders", place_order)

@@ -53,20 +53,25 @@ def wait_listening(proc: subprocess.Popen[str], port: int, timeout_s: float = 30
 
 
 @contextlib.contextmanager
-def running_grocer(db_url: str, *args: str, **env: str) -> Iterator[str]:
-    """`python -m grocer ARGS` on a free port, with `env` added; yields its URL, then stops it
-    with SIGTERM, which must be a clean stop."""
+def running_grocer(
+    db_url: str, *args: str, log_path: Path | None = None, **env: str
+) -> Iterator[str]:
+    """`python -m grocer ARGS` on a free port, with `env` added (its log into `log_path`, if
+    given); yields its URL, then stops it with SIGTERM, which must be a clean stop."""
     port = free_port()
+    log = log_path.open("w") if log_path is not None else subprocess.PIPE
     proc = subprocess.Popen(
         [sys.executable, "-m", "grocer", "--port", str(port), *args], cwd=ROOT,
-        env=child_env(db_url, **env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env=child_env(db_url, **env), stdout=subprocess.DEVNULL, stderr=log, text=True,
     )  # fmt: skip
     try:
         wait_listening(proc, port)
         yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()
-        assert proc.wait(10) == 0, proc.communicate()[1]
+        assert proc.wait(10) == 0, log_path.read_text() if log_path else proc.communicate()[1]
+        if log_path is not None:
+            log.close()  # type: ignore[union-attr]
 
 
 def child_env(db_url: str, **extra: str) -> dict[str, str]:

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import selectors
+import socket
 import time
 import urllib.error
 import urllib.request
 import uuid
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -291,3 +294,81 @@ def test_any_body_is_an_order_or_a_4xx_with_json(
     else:
         assert status in (200, 201) and answer["reference"] == reference, answer
         assert added == 1, (answer, body)
+
+
+# An order's head, and the first byte of the 100 its body says it has.
+TRICKLED_BODY = (
+    b"POST /orders HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n"
+    b"Authorization: Bearer " + GROCER_API_KEY.encode() + b"\r\n\r\n{"
+)
+
+
+def _closed_within(socks: list[socket.socket], seconds: float) -> list[tuple[float, bytes]]:
+    """For each socket, when the grocer answered or closed it (seconds from now; `seconds` if
+    never) and what it sent first."""
+    started = time.monotonic()
+    ends: dict[socket.socket, tuple[float, bytes]] = {}
+    with selectors.DefaultSelector() as waiting:
+        for sock in socks:
+            waiting.register(sock, selectors.EVENT_READ, sock)
+        while len(ends) < len(socks) and time.monotonic() - started < seconds:
+            for key, _ in waiting.select(timeout=0.05):
+                ready: socket.socket = key.data
+                try:
+                    data = ready.recv(4096)
+                except ConnectionResetError:
+                    data = b""
+                ends[ready] = (time.monotonic() - started, data)
+                waiting.unregister(ready)
+    return [ends.get(sock, (seconds, b"(still open)")) for sock in socks]
+
+
+def test_slow_and_broken_clients_are_bounded(db_url: str, tmp_path: Path) -> None:
+    """On loopback only, bounded in count and time: 30 clients that trickle their headers
+    against a grocer allowing 20 connections and 1 s for a request's head and body. The 10 past
+    the bound are answered 503 at once; the 20 are closed within the timeout, a trickled body is
+    answered 408; requests that are not HTTP are answered JSON; a client that hangs up is one
+    log line; nothing is a traceback; a well-formed request is served throughout after."""
+    log = tmp_path / "grocer.log"
+    limits = {"GROCER_HEADER_TIMEOUT_S": "1", "GROCER_BODY_TIMEOUT_S": "1",
+              "GROCER_MAX_CONNECTIONS": "20"}  # fmt: skip
+    with running_grocer(db_url, log_path=log, **limits) as url:
+        port = int(url.rsplit(":", 1)[1])
+        time.sleep(0.5)  # the start-up probe's connection is gone at the grocer too
+        slow = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(30)]
+        try:
+            for sock in slow:
+                sock.sendall(b"GET /health HTTP/1.1\r\nHo")  # and never the rest
+            ends = _closed_within(slow, 5)
+        finally:
+            for sock in slow:
+                sock.close()
+        busy = [(s, d) for s, d in ends if d.startswith(b"HTTP/1.1 503")]
+        closed = [(s, d) for s, d in ends if d == b""]
+        assert len(busy) == 10 and all(s < 0.5 for s, _ in busy), ends
+        assert b'{"error": "too many connections; try again"}' in busy[0][1]
+        assert len(closed) == 20 and all(s < 2.0 for s, _ in closed), ends  # 1 s, and slack
+
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.sendall(TRICKLED_BODY)
+            [(seconds, answer)] = _closed_within([sock], 5)
+        assert answer.startswith(b"HTTP/1.1 408") and seconds < 2.0, answer
+        assert b'"error"' in answer
+        for broken in (b"NOT HTTP\r\n\r\n", b"GET / HTTP/1.1\r\nX: \x7f\r\n\r\n",
+                       b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\n\r\n"):  # fmt: skip
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+                sock.sendall(broken)
+                [(_, answer)] = _closed_within([sock], 5)
+            head, _, body = answer.partition(b"\r\n\r\n")
+            assert b" 400 " in head and b"application/json" in head, answer
+            assert json.loads(body) == {"error": "not a valid HTTP request"}  # echoes nothing
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.sendall(TRICKLED_BODY)  # and hangs up
+        time.sleep(0.3)  # the hang-up reaches the grocer
+        with urllib.request.urlopen(f"{url}/health", timeout=5) as response:
+            assert json.loads(response.read()) == {"ok": True}
+    text = log.read_text()
+    assert "Traceback" not in text and " ERROR " not in text, text
+    assert text.count("refused a request from 127.0.0.1 (400)") == 3, text
+    assert "a client at 127.0.0.1 hung up mid-request" in text, text
+    assert "20 connections open, the most allowed: answered 503" in text, text

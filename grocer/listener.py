@@ -1,0 +1,174 @@
+"""The grocer's listening socket, bounded against slow and broken clients.
+
+- **Headers**: a connection must send a whole request head within GROCER_HEADER_TIMEOUT_S of
+  opening (or of its last answer, when kept alive); bytes trickled one at a time do not extend
+  it. This is aiohttp's keep-alive timer, which runs from the connection's start and is not
+  reset by data.
+- **Bodies**: a handler reads its body within GROCER_BODY_TIMEOUT_S (`read_body`), else 408.
+- **Connections**: at most GROCER_MAX_CONNECTIONS open at once; one more is answered 503 (JSON,
+  `Retry-After`) and closed, which the agent retries.
+- **Broken requests**: what aiohttp's parser refuses (not HTTP, a line too long, a bad header)
+  is answered with a JSON error that echoes nothing of the request, and logged as one line; a
+  client that hangs up is one line too, never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Any
+
+from aiohttp import web
+
+from infra.cli import visible
+from infra.config import env_number
+from infra.errors import first_line
+
+log = logging.getLogger("grocer.http")
+
+
+@dataclass(frozen=True)
+class HttpLimits:
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 10.0
+    max_connections: int = 100
+
+    @classmethod
+    def from_env(cls) -> HttpLimits:
+        """GROCER_HEADER_TIMEOUT_S, GROCER_BODY_TIMEOUT_S (more than 0, at most 300) and
+        GROCER_MAX_CONNECTIONS (1-10000); a bad value is one line."""
+        defaults = cls()
+        return cls(
+            header_timeout_s=env_number(
+                "GROCER_HEADER_TIMEOUT_S", defaults.header_timeout_s, positive=True, maximum=300
+            ),
+            body_timeout_s=env_number(
+                "GROCER_BODY_TIMEOUT_S", defaults.body_timeout_s, positive=True, maximum=300
+            ),
+            max_connections=int(
+                env_number(
+                    "GROCER_MAX_CONNECTIONS", defaults.max_connections, minimum=1, maximum=10_000
+                )
+            ),
+        )
+
+
+LIMITS = web.AppKey("limits", HttpLimits)
+
+
+async def read_body(request: web.Request) -> bytes:
+    """The request's body, read within the app's body timeout (else 408, as JSON by the app's
+    error middleware)."""
+    try:
+        async with asyncio.timeout(request.app[LIMITS].body_timeout_s):
+            return await request.read()
+    except TimeoutError:
+        raise web.HTTPRequestTimeout(reason="the request's body did not arrive in time") from None
+
+
+class _OneLineLogger(logging.Logger):
+    """aiohttp's server logger: what it would log with a traceback (a refused request, a client
+    gone mid-answer) is one line of ours, at INFO: the client's doing, not the grocer's."""
+
+    def exception(self, msg: object, *args: object, exc_info: object = True, **_: object) -> None:
+        err = exc_info if isinstance(exc_info, BaseException) else None
+        reason = f": {type(err).__name__}: {visible(first_line(err))[:200]}" if err else ""
+        log.info("%s%s", str(msg) % args if args else msg, reason)
+
+
+_SERVER_LOG = _OneLineLogger("grocer.http.aiohttp")
+_SERVER_LOG.parent = log  # what it logs otherwise goes where the grocer's log goes
+
+
+def _reason(exc: BaseException) -> str:
+    """One line on a refused request: the parser's own message (not its echo of the bytes)."""
+    message = getattr(exc, "message", None) or str(exc)
+    return f"{type(exc).__name__}: {visible(first_line(Exception(message)))[:200]}"
+
+
+class _Handler(web.RequestHandler):
+    """aiohttp's connection handler, answering what its parser refuses as JSON, and telling
+    the listener when its connection is gone."""
+
+    def __init__(self, *args: Any, gone: Callable[[_Handler], None], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._gone = gone
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        super().connection_lost(exc)
+        self._gone(self)
+
+    def handle_error(
+        self,
+        request: web.BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        if isinstance(exc, ConnectionError):
+            log.info("a client at %s hung up mid-request", request.remote)
+        else:
+            reason = _reason(exc) if exc is not None else message
+            log.info("refused a request from %s (%d): %s", request.remote, status, reason)
+        if request.writer.output_size > 0:  # an answer was under way: the connection is broken
+            raise ConnectionError("the answer was under way; the connection is closed")
+        try:
+            what = HTTPStatus(status).phrase.lower()
+        except ValueError:
+            what = "error"
+        if status == 400:
+            what = "not a valid HTTP request"
+        response = web.json_response({"error": what}, status=status)
+        response.force_close()
+        return response
+
+
+class _Busy(asyncio.Protocol):
+    """A connection past the bound: answered 503 at once and closed."""
+
+    BODY = b'{"error": "too many connections; try again"}'
+    ANSWER = (
+        b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+        b"Retry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s"
+    ) % (len(BODY), BODY)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        transport.write(self.ANSWER)
+        transport.close()
+
+
+async def listen(runner: web.AppRunner, host: str, port: int, limits: HttpLimits) -> asyncio.Server:
+    """Serve the runner's app on host:port within `limits` (its `setup()` done). Close the
+    returned server, then clean the runner up, to stop."""
+    server = runner.server
+    assert server is not None, "runner.setup() first"
+    loop = asyncio.get_running_loop()
+    # Counted here, not from the server's list: a burst of connections is accepted before any
+    # of them is registered there.
+    open_now: set[_Handler] = set()
+    busy = 0
+
+    def connection() -> asyncio.Protocol:
+        nonlocal busy
+        if len(open_now) >= limits.max_connections:
+            busy += 1
+            if busy == 1 or busy % 100 == 0:
+                log.warning("%d connections open, the most allowed: answered 503 (%d so far)",
+                            len(open_now), busy)  # fmt: skip
+            return _Busy()
+        handler = _Handler(
+            server,
+            loop=loop,
+            keepalive_timeout=limits.header_timeout_s,
+            access_log=None,  # no access log, as AppRunner(access_log=None)
+            logger=_SERVER_LOG,
+            gone=open_now.discard,
+        )
+        open_now.add(handler)
+        return handler
+
+    return await loop.create_server(connection, host, port, reuse_address=True)
