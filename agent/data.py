@@ -55,9 +55,19 @@ class Summary(BaseModel):
 # Inputs and the result of the Temporal workflow and its activities (one pydantic model each).
 
 
+# A household's name and a week, as the workflow id `grocery-{household}-{week}` and the
+# confirmation's recipient `{household}@example.com` are made from them: no spaces, no line
+# breaks, nothing a mail header or a URL would read as syntax.
+HOUSEHOLD_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
+WEEK_PATTERN = r"^\d{4}-W(0[1-9]|[1-4]\d|5[0-3])$"
+
+
 class GroceryRequest(BaseModel):
-    household: str = Field(min_length=1)
-    week: str = Field(min_length=1, description="ISO week, e.g. 2026-W49")
+    """The workflow's input, checked wherever it is decoded: a run started past the starter
+    (`temporal workflow start`) with a household or week off these patterns fails at once."""
+
+    household: str = Field(pattern=HOUSEHOLD_PATTERN)
+    week: str = Field(pattern=WEEK_PATTERN, description="ISO week, e.g. 2026-W49")
 
 
 # The week of every run whose outcome is compared with another's (the crash lab, the benches,
