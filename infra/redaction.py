@@ -2,11 +2,13 @@
 leaves in the durable Temporal history.
 
 `redact(text)` hides: passwords in Postgres URLs and connection strings in every form libpq
-takes (`user:pass@`, with `@` in the password too; `?password=`; `password=` keywords, quoted or
-not), any URL's userinfo, `Bearer` and `Basic` credentials, and the values of the secrets
+takes (`user:pass@`, with an unencoded `@` or `/` in the password too; `?password=`,
+`?sslpassword=`; `password=` and `sslpassword=` keywords, quoted or not), any URL's userinfo,
+secrets in any URL's query string (`api-key`, `api_key`, `key`, `token`, `access_token`,
+`secret`, `sig`, ...), `Bearer` and `Basic` credentials, and the values of the secrets
 configured in this process's environment (every variable whose name ends in _KEY, _KEYS,
-PASSWORD, _PWD, TOKEN or SECRET, and the passwords inside DATABASE_URL, MODEL_BASE_URL and
-GROCER_URL), wherever they appear, echoed by a provider or not.
+PASSWORD, _PWD, TOKEN or SECRET, and the passwords and query-string secrets inside DATABASE_URL,
+MODEL_BASE_URL and GROCER_URL), wherever they appear, echoed by a provider or a model or not.
 """
 
 from __future__ import annotations
@@ -16,15 +18,23 @@ import logging
 import os
 import re
 from collections.abc import Mapping
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 HIDDEN = "***"
 SECRET_NAME = re.compile(r"(?:_KEY|_KEYS|PASSWORD|_PWD|TOKEN|SECRET)$", re.IGNORECASE)
 URLS_WITH_SECRETS = ("DATABASE_URL", "MODEL_BASE_URL", "GROCER_URL")
 MIN_SECRET_CHARS = 4  # shorter values would hide ordinary words
-# scheme://user:password@ — the password runs to the last @ before the host.
-_USERINFO = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^/\s:@]*:)[^/\s]*@", re.IGNORECASE)
-_PASSWORD_PARAM = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^&\s]+)", re.IGNORECASE)
+# scheme://user:password@ — the password runs to the last @ of the URL (it may hold an unencoded
+# `@` or `/`).
+_USERINFO = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^/\s:@]*:)\S*@", re.IGNORECASE)
+_PASSWORD_PARAM = re.compile(
+    r"(\b(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|[^&\s]+)", re.IGNORECASE
+)
+_QUERY_SECRET = re.compile(
+    r"([?&;](?:api[-_]?key|key|token|access[-_]?token|auth|secret|client[-_]?secret|sig|"
+    r"signature|passwd|pwd)=)[^&#\s]+",
+    re.IGNORECASE,
+)
 _BEARER = re.compile(r"(\b(?:Bearer|Basic)\s+)[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
 
 
@@ -39,16 +49,15 @@ def secret_values(env: Mapping[str, str] | None = None) -> list[str]:
             found.update(p for p in parts if len(p) >= MIN_SECRET_CHARS)
     for name in URLS_WITH_SECRETS:
         value = env.get(name, "")
-        try:
-            password = urlsplit(value).password if "://" in value else None
-        except ValueError:
-            password = None
-        for candidate in (password, unquote(password or "")):
-            if candidate and len(candidate) >= MIN_SECRET_CHARS:
-                found.add(candidate)
-        keyword = _PASSWORD_PARAM.search(value)
-        if keyword and len(keyword.group(2).strip("'")) >= MIN_SECRET_CHARS:
-            found.add(keyword.group(2).strip("'"))
+        userinfo = _USERINFO.match(value)
+        password = userinfo.group(0)[len(userinfo.group(1)) : -1] if userinfo else ""
+        candidates = [password, unquote(password)]
+        candidates += [m.group(2).strip("'") for m in _PASSWORD_PARAM.finditer(value)]
+        candidates += [m.group(0)[len(m.group(1)) :] for m in _QUERY_SECRET.finditer(value)]
+        for candidate in candidates:
+            for form in (candidate, unquote(candidate)):
+                if len(form) >= MIN_SECRET_CHARS:
+                    found.add(form)
     return sorted(found, key=len, reverse=True)
 
 
@@ -65,6 +74,7 @@ def redact(text: str, env: Mapping[str, str] | None = None) -> str:
         text = text.replace(secret, HIDDEN)
     text = _USERINFO.sub(rf"\1{HIDDEN}@", text)
     text = _PASSWORD_PARAM.sub(rf"\1{HIDDEN}", text)
+    text = _QUERY_SECRET.sub(rf"\1{HIDDEN}", text)
     return _BEARER.sub(rf"\1{HIDDEN}", text)
 
 

@@ -40,3 +40,44 @@ def test_every_form_of_a_secret_is_hidden(text: str, hidden: str, kept: str) -> 
 def test_ordinary_words_stay() -> None:
     text = "KEY_STRATEGY=workflow, keys live 86400 s, user grocery at db"
     assert redact(text, ENV) == text
+
+
+SECRET = "Sentinel-9f3a"
+# (the URL, the secret it holds as a server or a model would echo it)
+URL_FORMS = [
+    ("{scheme}://robot:{secret}@host.example.com/v1", "{secret}"),
+    ("{scheme}://robot:pa/{secret}@host.example.com/v1", "pa/{secret}"),  # an unencoded /
+    ("{scheme}://robot:pa@{secret}@host.example.com/v1", "pa@{secret}"),  # an unencoded @
+    ("{scheme}://host.example.com/v1?api-key={secret}", "{secret}"),
+    ("{scheme}://host.example.com/v1?api_key={secret}&x=1", "{secret}"),
+    ("{scheme}://host.example.com/v1?x=1&token={secret}", "{secret}"),
+    ("{scheme}://host.example.com/v1?key={secret}", "{secret}"),
+    ("{scheme}://host.example.com/v1?access_token={secret}#top", "{secret}"),
+    ("{scheme}://host.example.com/v1?sslpassword={secret}", "{secret}"),
+]
+
+
+@pytest.mark.parametrize(("form", "echoed"), URL_FORMS)
+@pytest.mark.parametrize(
+    ("setting", "scheme"),
+    [("DATABASE_URL", "postgresql"), ("MODEL_BASE_URL", "https"), ("GROCER_URL", "https")],
+)
+def test_every_url_setting_form_is_hidden(
+    setting: str, scheme: str, form: str, echoed: str
+) -> None:
+    """The URL as it would appear in an error line, and its secret alone as a server or a model
+    would echo it: hidden in both, from the pattern and from the configured value."""
+    url = form.format(scheme=scheme, secret=SECRET)
+    env = {setting: url}
+    echo = f"the server said: bad key {echoed.format(secret=SECRET)}"
+    for line in (f"error: cannot reach {url}: refused", echo):
+        out = redact(line, env)
+        assert SECRET not in out, out
+        assert "***" in out, out
+    assert "host.example.com" in redact(f"error: cannot reach {url}", env)  # the host stays
+
+
+def test_a_libpq_keyword_sslpassword_is_hidden() -> None:
+    env = {"DATABASE_URL": f"host=db sslpassword={SECRET} dbname=grocery"}
+    for line in (env["DATABASE_URL"], f"bad passphrase {SECRET}"):
+        assert SECRET not in redact(line, env)
