@@ -26,6 +26,7 @@ def data_dir() -> Path:
 PLACEHOLDER = "change-me"  # how .env.example's secrets begin: refused wherever one is read
 MAX_KEY_TTL_S = 366 * 86400.0  # a year: longer is a typo, not a policy
 MAX_STUB_LATENCY_MS = 600_000.0  # ten minutes: past the steps' start-to-close timeout
+MAX_STEP_PAUSE_MS = 60_000.0  # a minute: the chaos lab pauses for milliseconds
 
 
 def env_str(name: str) -> str | None:
@@ -64,7 +65,7 @@ def env_port(name: str) -> int | None:
     raw = env_str(name)
     if raw is None:
         return None
-    if not raw.isdigit() or not 0 < int(raw) < 65536:
+    if not (raw.isascii() and raw.isdigit()) or not 0 < int(raw) < 65536:
         raise ConfigError(f"{name}={raw!r} is not a TCP port (1-65535)")
     return int(raw)
 
@@ -101,17 +102,31 @@ def step_pause_seconds() -> tuple[float, float] | None:
         bounds = (float(low), float(high or low))
     except ValueError:
         raise ConfigError(f"STEP_PAUSE_MS={raw!r} is not N or LOW-HIGH milliseconds") from None
-    if not 0 <= bounds[0] <= bounds[1]:
-        raise ConfigError(f"STEP_PAUSE_MS={raw!r}: need 0 <= LOW <= HIGH")
+    if not all(math.isfinite(b) for b in bounds):
+        raise ConfigError(f"STEP_PAUSE_MS={raw!r}: the bounds must be finite")
+    if not 0 <= bounds[0] <= bounds[1] <= MAX_STEP_PAUSE_MS:
+        raise ConfigError(f"STEP_PAUSE_MS={raw!r}: need 0 <= LOW <= HIGH <= {MAX_STEP_PAUSE_MS:g}")
     return bounds[0] / 1000, bounds[1] / 1000
 
 
-def http_url(name: str, url: str, shown: str | None = None) -> SplitResult:
-    """The parts of an http(s) URL with a host; else ConfigError naming `name` (with the URL as
-    `shown`, e.g. without its password)."""
-    parts = urlsplit(url)
+def http_url(
+    name: str, url: str, shown: str | None = None, *, credentials: bool = True
+) -> SplitResult:
+    """The parts of an http(s) URL with a host and, if any, a port 1-65535 in ASCII digits;
+    else ConfigError naming `name` (with the URL as `shown`, e.g. without its password).
+    `credentials=False`: a `user:password@` in it is refused too."""
+    shown = shown or repr(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise ConfigError(f"{name}={shown} is not an http(s) URL with a valid port") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"{name}={shown or repr(url)} is not an http(s) URL with a host")
+        raise ConfigError(f"{name}={shown} is not an http(s) URL with a host")
+    if port == 0:  # urlsplit refuses the rest: past 65535, not ASCII digits
+        raise ConfigError(f"{name}={shown} is not an http(s) URL with a valid port")
+    if not credentials and (parts.username is not None or parts.password is not None):
+        raise ConfigError(f"{name} carries credentials (user:password@): leave them out")
     return parts
 
 

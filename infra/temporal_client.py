@@ -20,6 +20,7 @@ from temporalio.envconfig import ClientConfig, ClientConnectConfig
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 
+from infra.config import env_str
 from infra.errors import ConfigError, first_line
 from infra.temporal_server import ensure_temporal_address
 
@@ -62,7 +63,23 @@ def configured() -> ClientConnectConfig:
     if not config.get("target_host"):
         config["target_host"] = ensure_temporal_address()  # nothing configured: the dev server
     config.setdefault("namespace", NAMESPACE)
+    _refuse_a_key_in_clear(config)
     return config
+
+
+LOOPBACK = ("localhost", "127.0.0.1", "[::1]")
+
+
+def _refuse_a_key_in_clear(config: ClientConnectConfig) -> None:
+    """An API key is not sent to another machine with TLS turned off (TEMPORAL_TLS=false), unless
+    asked for (TEMPORAL_ALLOW_PLAIN_API_KEY=1). Unset, the SDK turns TLS on for a key itself."""
+    host = str(config.get("target_host", "")).rpartition(":")[0]
+    in_clear = config.get("api_key") and config.get("tls") is False and host not in LOOPBACK
+    if in_clear and env_str("TEMPORAL_ALLOW_PLAIN_API_KEY") != "1":
+        raise ConfigError(
+            f"TEMPORAL_API_KEY would go in clear to {host} (TEMPORAL_TLS=false): turn TLS on, "
+            "or set TEMPORAL_ALLOW_PLAIN_API_KEY=1"
+        )
 
 
 async def connect_temporal(

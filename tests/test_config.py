@@ -20,8 +20,10 @@ from infra.config import (
 )
 from infra.db import ensure_database_url
 from infra.errors import ConfigError
+from infra.grocer_server import ensure_grocer_url, grocer_api_key
 from infra.logs import LogFormat, log_format
 from infra.metrics import metrics_address
+from infra.temporal_client import configured
 from worker import KeyStrategy, key_strategy
 
 
@@ -63,7 +65,7 @@ def test_step_pause(monkeypatch: pytest.MonkeyPatch) -> None:
     assert step_pause_seconds() == (0.005, 0.06)
     monkeypatch.setenv("STEP_PAUSE_MS", "100")
     assert step_pause_seconds() == (0.1, 0.1)
-    for bad in ("60-5", "a-b", "-5"):
+    for bad in ("60-5", "a-b", "-5", "0-inf", "nan", "0-60001"):
         monkeypatch.setenv("STEP_PAUSE_MS", bad)
         with pytest.raises(ConfigError, match="STEP_PAUSE_MS"):
             step_pause_seconds()
@@ -82,6 +84,47 @@ def test_choices_name_every_valid_value(monkeypatch: pytest.MonkeyPatch) -> None
 def test_a_url_needs_http_and_a_host(url: str) -> None:
     with pytest.raises(ConfigError, match="is not an http\\(s\\) URL with a host"):
         http_url("GROCER_URL", url)
+
+
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:99999", "http://127.0.0.1:\u0668\u0663\u0660\u0660", "http://h:0",
+            "http://h:-1"],
+)  # fmt: skip
+def test_a_url_needs_a_valid_port(url: str) -> None:
+    with pytest.raises(ConfigError, match="is not an http\\(s\\) URL with a valid port"):
+        http_url("GROCER_URL", url)
+
+
+def test_a_port_setting_takes_ascii_digits_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    for bad in ("\u0668\u0663\u0660\u0660", "99999", "0", "\uff18\uff13\uff10\uff10"):
+        monkeypatch.setenv("METRICS_PORT", bad)
+        with pytest.raises(ConfigError, match="is not a TCP port"):
+            env_port("METRICS_PORT")
+
+
+def test_the_grocer_url_takes_no_credentials_and_its_key_no_placeholder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("GROCER_URL", "http://robot:hunter2@grocer.example.com")
+    with pytest.raises(ConfigError, match="GROCER_URL carries credentials") as refused:
+        ensure_grocer_url()
+    assert "hunter2" not in str(refused.value)
+    monkeypatch.setenv("GROCER_API_KEY", "change-me-grocer-key")
+    with pytest.raises(ConfigError, match=r"GROCER_API_KEY is \.env\.example's placeholder"):
+        grocer_api_key()
+
+
+def test_a_temporal_api_key_is_not_sent_without_tls(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEMPORAL_ADDRESS", "temporal.example.com:7233")
+    monkeypatch.setenv("TEMPORAL_API_KEY", "tmprl-0123456789")
+    monkeypatch.setenv("TEMPORAL_TLS", "false")
+    with pytest.raises(ConfigError, match="TEMPORAL_API_KEY would go in clear to temporal"):
+        configured()
+    monkeypatch.setenv("TEMPORAL_ALLOW_PLAIN_API_KEY", "1")
+    assert configured()["api_key"] == "tmprl-0123456789"
+    monkeypatch.delenv("TEMPORAL_ALLOW_PLAIN_API_KEY")
+    monkeypatch.delenv("TEMPORAL_TLS")  # unset: the SDK turns TLS on for a key
+    assert configured()["api_key"] == "tmprl-0123456789"
 
 
 def test_a_model_url_is_checked_and_its_key_kept_off_plain_http(
@@ -122,13 +165,14 @@ def test_metrics_on_an_ipv6_host_are_bracketed(monkeypatch: pytest.MonkeyPatch) 
         metrics_address(9464)
 
 
-PANTRY = PantryReport(have=["milk"], missing=["eggs", "rice", "cheese", "coffee"])
+PANTRY = PantryReport(have=["milk"], missing=["eggs", "rice", "cheese", "coffee", "truffles"])
 
 
 @pytest.mark.parametrize(
     ("lines", "message"),
     [
         ([("caviar", 1)], "the model chose 'caviar', which the pantry did not report missing"),
+        ([("truffles", 1)], "the model chose 'truffles', which is not on the price list"),
         ([("milk", 1)], "the model chose 'milk', which the pantry did not report missing"),
         ([("eggs", 7)], "7 x eggs; at most 6 of an item"),
         ([("eggs", 4), ("eggs", 3)], "7 x eggs; at most 6 of an item"),  # summed over lines

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import stat
+import subprocess
 import time
 from pathlib import Path
 
 import psycopg
 import pytest
 
+from infra.embedded_postgres import socket_dir
 from tests.helpers import run_python
 
 START = ["-m", "tests.programs.start_postgres"]
@@ -52,6 +56,30 @@ def test_a_killed_embedded_postgres_is_recovered(tmp_path: Path) -> None:
         assert postmaster_pid(data) != pid
         with psycopg.connect(url, autocommit=True) as conn:
             assert conn.execute("select v from survives").fetchone() == (42,)
+    finally:
+        os.kill(postmaster_pid(data), signal.SIGTERM)
+
+
+@pytest.mark.servers
+def test_a_socket_outside_the_data_directory_is_the_servers_alone(tmp_path: Path) -> None:
+    """A DATA_DIR too long for a Unix socket path: the library puts the socket in a runtime
+    folder it makes 0777, and with trust authentication any local user could connect. The
+    folder ends up 0700 and the server's own; a nobody cannot even list it; we still connect."""
+    data = tmp_path / ("d" * 110)
+    url = start_embedded(data)
+    try:
+        where = socket_dir(data / "pg")
+        assert where is not None and where != data / "pg", where  # the long-path case
+        mode = where.stat()
+        assert stat.S_IMODE(mode.st_mode) == 0o700, oct(mode.st_mode)
+        assert mode.st_uid == (data / "pg").stat().st_uid
+        with psycopg.connect(url, autocommit=True) as conn:
+            assert conn.execute("select 1").fetchone() == (1,)
+        runuser = shutil.which("runuser")
+        if os.geteuid() == 0 and runuser and mode.st_uid != 65534:
+            done = subprocess.run([runuser, "-u", "nobody", "--", "ls", str(where)],
+                                  capture_output=True, text=True)  # fmt: skip
+            assert done.returncode != 0 and "Permission denied" in done.stderr, done
     finally:
         os.kill(postmaster_pid(data), signal.SIGTERM)
 

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import http.server
 import json
+import re
 import threading
 import urllib.request
 from collections.abc import Callable
@@ -16,7 +17,7 @@ import psycopg
 import pytest
 from google.protobuf.duration_pb2 import Duration
 from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
-from temporalio.client import Client, WorkflowHistory
+from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.worker import Replayer
@@ -27,6 +28,7 @@ from starter import this_week
 from tests.helpers import (
     GROCER_API_KEY,
     GROCER_TTL_S,
+    RESULT_TIMEOUT_S,
     STRANGER_API_KEY,
     WorkerProcess,
     assert_one_line_error,
@@ -321,3 +323,26 @@ async def test_a_run_in_another_namespace_lands_there(
     await elsewhere.get_workflow_handle(str(out["workflow_id"])).describe()  # it is there
     with pytest.raises(RPCError, match="not found"):
         await client.get_workflow_handle(str(out["workflow_id"])).describe()  # not in default
+
+
+@pytest.mark.parametrize(
+    "request_", [{"household": "bob@evil.test>\r\nBcc: eve@evil.test", "week": EXAMPLE_WEEK},
+                 {"household": "bob", "week": "2026-W99"}, {"household": "", "week": "x"}],
+)  # fmt: skip
+async def test_a_run_started_past_the_starter_with_a_bad_input_fails_at_once(
+    request_: dict[str, str], workers: Callable[..., WorkerProcess], client: Client,
+    db: psycopg.Connection,
+) -> None:  # fmt: skip
+    """`temporal workflow start` takes any JSON: a household with a line break (a Bcc: header
+    in the confirmation) or a week off the ISO pattern fails the run on its first workflow task
+    (not retried), before any step."""
+    queue, workflow_id = new_run_id("q"), new_run_id("bad-input")
+    workers(queue)
+    handle = await client.start_workflow(
+        "GroceryAgentWorkflow", request_, id=workflow_id, task_queue=queue
+    )
+    with pytest.raises(WorkflowFailureError) as failed:
+        await asyncio.wait_for(handle.result(), RESULT_TIMEOUT_S)
+    assert re.search(r"validation errors? for GroceryRequest", str(failed.value.cause))
+    assert await attempts(client, workflow_id) == []  # no step ran
+    assert state(db, workflow_id).emails == []
