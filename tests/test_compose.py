@@ -229,6 +229,7 @@ def test_the_worker_environment_is_complete_and_parses(monkeypatch: pytest.Monke
 
     for name, value in env.items():
         monkeypatch.setenv(name, value)
+    monkeypatch.setenv("GROCER_API_KEY", "a-real-account-key-0123")  # .env's, not the example's
     assert log_format() is LogFormat.JSON
     assert env_port("METRICS_PORT") == 9464 and metrics_host() == "0.0.0.0"
     assert task_queue() == "grocery-agent"
@@ -253,7 +254,9 @@ def test_networks_keep_the_grocer_and_the_databases_apart() -> None:
         n for n, s in nets.items() if s == {"temporal"}
     }
     assert nets["worker"] == nets["starter"] == {"temporal", "app", "store"}
-    assert all(nets.values()), "a service on the default network, shared by all"
+    offline = {name for name, s in services().items() if s.get("network_mode") == "none"}
+    assert offline == {"check-secrets"}
+    assert all(v for n, v in nets.items() if n not in offline), "a service on the default network"
 
 
 def test_every_service_logs_in_as_a_role_that_owns_its_database_only() -> None:
@@ -302,3 +305,39 @@ def test_env_example_placeholders_are_refused(monkeypatch: pytest.MonkeyPatch) -
         Accounts.from_env({"GROCER_API_KEY": example["GROCER_API_KEY"]})
     assert all(v.startswith("change-me-") for k, v in example.items() if "PASSWORD" in k or
                (k.endswith("_KEY") and k != "MODEL_API_KEY"))  # fmt: skip
+
+
+def test_placeholders_are_refused_before_any_database_starts(tmp_path: Path) -> None:
+    """deploy/check-secrets.sh, run here as compose runs it (sh, the service's environment):
+    .env.example as it is fails, naming each variable; real values pass. Every database waits
+    for it to complete."""
+    script = ROOT / "deploy" / "check-secrets.sh"
+    check = services()["check-secrets"]
+    names = set(check["environment"])
+    example = env_example()
+
+    def run(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["sh", str(script)], env={"PATH": "/usr/bin:/bin", **env},
+                              capture_output=True, text=True, timeout=10)  # fmt: skip
+
+    placeholders = run({n: example[n] for n in names})
+    assert placeholders.returncode == 1
+    for name in names:
+        assert f"check-secrets: {name} is .env.example's placeholder" in placeholders.stderr
+    real = {n: f"a-real-secret-{i}-0123456789" for i, n in enumerate(sorted(names))}
+    assert run(real).returncode == 0
+    short = run({**real, "GROCER_API_KEY": "short-key"})
+    assert short.returncode == 1 and "at least 16 characters" in short.stderr
+    assert run({}).returncode == 1
+    for name, service in services().items():
+        if str(service.get("image", "")).startswith("postgres:") and name != "check-secrets":
+            after = service["depends_on"]["check-secrets"]["condition"]
+            assert after == "service_completed_successfully", name
+            assert service.get("user") == "postgres", f"{name} runs as root"
+
+
+def test_every_long_running_service_has_limits() -> None:
+    for name, service in services().items():
+        if service.get("restart") == "unless-stopped":
+            assert service.get("mem_limit") and service.get("cpus"), f"{name}: no limits"
+            assert int(service.get("pids_limit", 0)) > 0, f"{name}: no process limit"
