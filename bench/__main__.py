@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from pydantic import BaseModel
-from temporal_crashtest.processes import Processes
+from temporal_crashtest import Processes
 
 from bench.output import say
 from bench.postgres import measure_postgres

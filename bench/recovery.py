@@ -7,7 +7,7 @@ import asyncio
 import time
 import uuid
 
-from temporal_crashtest.processes import Processes
+from temporal_crashtest import Processes
 from temporalio.client import Client
 
 from agent.data import EXAMPLE_WEEK, GroceryRequest

@@ -28,7 +28,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from pydantic import BaseModel
-from temporal_crashtest.processes import Processes
+from temporal_crashtest import Processes
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.worker import Worker

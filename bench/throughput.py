@@ -15,7 +15,7 @@ import time
 import uuid
 
 from psycopg_pool import AsyncConnectionPool
-from temporal_crashtest.processes import Processes
+from temporal_crashtest import Processes
 from temporalio.client import Client
 
 from agent.data import EXAMPLE_WEEK, GroceryRequest

@@ -26,7 +26,7 @@ from typing import Protocol
 
 import psycopg
 from pydantic import BaseModel
-from temporal_crashtest.processes import Processes
+from temporal_crashtest import Processes
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import WorkflowAlreadyStartedError

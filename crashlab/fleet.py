@@ -10,7 +10,7 @@ import random
 import signal
 from dataclasses import dataclass, field
 
-from temporal_crashtest.processes import Processes
+from temporal_crashtest import Processes
 
 RESTART_AFTER_S = 0.2  # a supervisor's pause before it starts a dead process again
 
@@ -49,8 +49,7 @@ class Fleet:
             log_name = f"{self.name}-{slot.number}-{slot.generation}"
             slot.log_names.append(log_name)
             slot.proc = await self.procs.start(log_name, self.args)
-            code = await slot.proc.wait()
-            self.procs.running.pop(slot.proc.pid, None)
+            code = await self.procs.wait(slot.proc, None)
             if code == 0 or self.stopping:
                 return
             self.restarts += 1

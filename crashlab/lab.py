@@ -1,8 +1,10 @@
-"""Running one cell: a fresh run, a real process SIGKILLed at the cell's crash point, a fresh
-process that resumes the run, and the final state read back from Postgres.
+"""Running the crash matrix's cells: a fresh run, a real process SIGKILLed at the cell's crash
+point, a fresh process that resumes the run, and the final state read back from Postgres.
 
 Journal cells run `python -m journal`, which keeps its own crash lines. Temporal cells are
-crashtest cells: the grocery worker is SIGKILLed from outside, by crashtest's interceptor.
+crashtest cells, through its one call (`run_crash_test`), a crash test per key strategy: the
+grocery worker is SIGKILLed from outside, by crashtest's interceptor. The re-run row is the
+lab's own: a worker process and two runs of the same workflow id.
 """
 
 from __future__ import annotations
@@ -12,29 +14,32 @@ import json
 import signal
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
-from temporal_crashtest.processes import Processes
-from temporal_crashtest.runner import Reference, Runner, Target, replace_observe
+from temporal_crashtest import Cell, CrashTestOptions, Processes, Target, run_crash_test
+from temporalio.client import Client
 from temporalio.common import WorkflowIDReusePolicy
 
 from agent.data import EXAMPLE_WEEK, GroceryRequest
 from agent.grocer import Grocer, GrocerClient
-from agent.outcome import final_state, read_run_state
+from agent.outcome import ONE_RUN_COUNTS, final_state, read_run_state
 from agent.steps import PLACE_ORDER, STEP_NAMES
 from crashlab.cells import (
     GROCER_ROWS,
     KEY_EXPIRY,
     RERUN_KEY_EXPIRY,
     RESET,
+    RESET_KEY_EXPIRY,
     UNCHECKED,
-    Engine,
     MatrixCell,
     MatrixResult,
 )
 from crashlab.servers import LabGrocer
+from workflows.grocery import GroceryAgentWorkflow
 
 HOUSEHOLD = "household-1"
 PROCESS_TIMEOUT_S = 60
@@ -48,14 +53,15 @@ class CellFailed(Exception):
     """The cell could not be run as designed (not: the design failed, which is a result)."""
 
 
-def grocery_target(key_strategy: str) -> Target:
-    """The grocery agent as crashtest sees it: `worker.py`'s factory, with this key strategy."""
+def grocery_target(key_strategy: str, **env: str) -> Target:
+    """The grocery agent as crashtest sees it: `worker.py`'s factory, with this key strategy
+    (and `env` for its workers)."""
     return Target(
         worker="worker:build_worker",
         workflow="GroceryAgentWorkflow",
         input=GroceryRequest(household=HOUSEHOLD, week=EXAMPLE_WEEK).model_dump(),
         data_converter=DATA_CONVERTER,
-        env={"KEY_STRATEGY": key_strategy},
+        env={"KEY_STRATEGY": key_strategy, **env},
     )
 
 
@@ -85,60 +91,73 @@ def counts(state: dict[str, Any]) -> tuple[int, int, int]:
     return state["model_calls"], len(state["orders"]), len(state["emails"])
 
 
+def _result(
+    cell: MatrixCell, state: dict[str, Any] | None, matches: bool, error: str | None, seconds: float
+) -> MatrixResult:
+    calls, orders, emails = counts(state) if state else (0, 0, 0)
+    return MatrixResult(
+        engine=cell.engine,
+        design=cell.design,
+        crash_at=cell.crash_at,
+        model_calls=calls,
+        orders=orders,
+        emails=emails,
+        matches_no_crash=error is None and matches,
+        expected=cell.expected_match,
+        seconds=round(seconds, 2),
+        error=error,
+    )
+
+
+def _crash_at(cell: MatrixCell) -> str:
+    """The crashtest point of a Temporal cell of the matrix."""
+    if cell.crash_at in (RESET, RESET_KEY_EXPIRY):
+        return f"reset:{PLACE_ORDER.number}"
+    if cell.crash_at == KEY_EXPIRY:
+        return f"after-effect:{PLACE_ORDER.number}"
+    return cell.crash_at
+
+
+Progress = Callable[[MatrixResult], None]
+
+
 @dataclass
 class Lab:
+    """What the cells share: the processes of the journal cells (and of the lab's grocer and
+    re-runs), the database, Temporal's address and a client on it, where logs go."""
+
     procs: Processes
     pool: AsyncConnectionPool
-    runner: Runner | None  # for the Temporal cells
-    references: dict[Engine, Any] = field(default_factory=dict)
-    temporal_reference: Reference | None = None
-    grocer: LabGrocer | None = None  # for the key-expiry cells, started on first use
+    log_dir: Path
+    db_url: str
+    address: str | None = None  # Temporal's, for the Temporal cells
+    client: Client | None = None
+    jobs: int = 4  # crash points at once, in each crash test
+    journal_reference: dict[str, Any] | None = None
+    grocer: LabGrocer | None = None  # for the grocer rows, started on first use
+    _grocer_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
-    async def run_cell(self, cell: MatrixCell) -> MatrixResult:
+    # --- the journal ---------------------------------------------------------------------
+
+    async def reference_journal(self) -> None:
+        """The final state of a journal run that never crashed, which every journal cell is
+        compared with."""
+        run_id = f"lab-reference-journal-{uuid.uuid4().hex[:8]}"
+        cell = MatrixCell(engine="journal", design="durable", crash_at="none")
+        self.journal_reference = await self._journal(cell, run_id)
+
+    async def run_journal_cell(self, cell: MatrixCell) -> MatrixResult:
         started = time.monotonic()
         point = cell.crash_at.replace(":", "")
         run_id = f"lab-{cell.engine}-{cell.design}-{point}-{uuid.uuid4().hex[:8]}"
-        error = None
-        matches = False
         try:
-            if cell.engine == "journal":
-                state = await self._journal(cell, run_id)
-                matches = state == self.references["journal"]
-            elif cell.crash_at in GROCER_ROWS:
-                state, matches, error = await self._at_the_grocer(cell)
-            else:
-                state, matches, error = await self._temporal(cell)
+            state = await self._journal(cell, run_id)
+            return _result(cell, state, state == self.journal_reference, None,
+                           time.monotonic() - started)  # fmt: skip
         except Exception as err:  # one broken cell is reported, and the matrix goes on
             error = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
-            state = await final_state(run_id)
-        calls, orders, emails = counts(state)
-        return MatrixResult(
-            engine=cell.engine,
-            design=cell.design,
-            crash_at=cell.crash_at,
-            model_calls=calls,
-            orders=orders,
-            emails=emails,
-            matches_no_crash=error is None and matches,
-            expected=cell.expected_match,
-            seconds=round(time.monotonic() - started, 2),
-            error=error,
-        )
-
-    async def reference(self, engine: Engine) -> None:
-        """The final state of a run that never crashed, which every cell is compared with."""
-        if engine == "journal":
-            run_id = f"lab-reference-journal-{uuid.uuid4().hex[:8]}"
-            cell = MatrixCell(engine="journal", design="durable", crash_at="none")
-            self.references["journal"] = await self._journal(cell, run_id)
-            return
-        assert self.runner is not None
-        reference = await self.runner.reference(grocery_target("workflow"))
-        names = tuple(b.activity for b in reference.boundaries)
-        if names != STEP_NAMES:
-            raise CellFailed(f"the workflow ran {names}, not the agent's steps {STEP_NAMES}")
-        self.temporal_reference = reference
-        self.references["temporal"] = reference.observed
+            return _result(cell, await final_state(run_id), False, error,
+                           time.monotonic() - started)  # fmt: skip
 
     async def _journal(self, cell: MatrixCell, run_id: str) -> dict[str, Any]:
         args = ["-m", "journal", "run", "--run-id", run_id, "--design", cell.design]
@@ -156,74 +175,130 @@ class Lab:
         async with self.pool.connection() as conn:
             return (await read_run_state(conn, run_id)).comparable()
 
-    async def _temporal(self, cell: MatrixCell) -> tuple[dict[str, Any], bool, str | None]:
-        """A crashtest cell: crashed by the interceptor at the cell's point (or, for the reset
-        row, crashtest's `reset:N` before the order step), resumed by a fresh worker, observed
-        with `agent.outcome.final_state`."""
-        reference = self.temporal_reference
-        assert self.runner is not None and reference is not None
-        point = None
-        if cell.crash_at == RESET:
-            point = reference.resolve(f"reset:{PLACE_ORDER.number}")
-        elif cell.crash_at != "none":
-            point = reference.resolve(cell.crash_at)
-        result = await self.runner.cell(grocery_target(cell.design), point, reference)
-        return result.observed, result.matches, result.error
+    # --- Temporal ------------------------------------------------------------------------
 
-    async def _at_the_grocer(self, cell: MatrixCell) -> tuple[dict[str, Any], bool, str | None]:
-        """Orders at a grocer whose keys live KEY_TTL_S, and the week run again once the key has
-        expired: a retry (the worker killed once the grocer has the order, the fresh worker
-        started after the TTL), a reset of the finished run to before the order, or a second
-        run of the same business id."""
-        reference = self.temporal_reference
-        assert self.runner is not None and reference is not None
-        if self.grocer is None:
-            self.grocer = LabGrocer(self.procs, KEY_TTL_S)
-            await self.grocer.start()
-        lab_grocer = Grocer(GrocerClient(self.grocer.url, self.grocer.api_key), KEY_TTL_S)
+    async def run_temporal(self, cells: list[MatrixCell], progress: Progress) -> list[MatrixResult]:
+        """One crash test per key strategy (and per grocer design), all at once: each design's
+        cells are its crash points; its reference, the `none` row."""
+        groups: dict[tuple[str, bool], list[MatrixCell]] = {}
+        reruns = []
+        for cell in cells:
+            if cell.crash_at == RERUN_KEY_EXPIRY:
+                reruns.append(cell)
+            else:
+                groups.setdefault((cell.design, cell.crash_at in GROCER_ROWS), []).append(cell)
+        work = [self._crash_test(group, at_grocer, progress) for (_, at_grocer), group in
+                groups.items()]  # fmt: skip
+        work += [self._rerun(cell, progress) for cell in reruns]
+        return [r for results in await asyncio.gather(*work) for r in results]
+
+    async def _crash_test(
+        self, cells: list[MatrixCell], at_grocer: bool, progress: Progress
+    ) -> list[MatrixResult]:
+        started = time.monotonic()
+        design = cells[0].design
+        by_point = {_crash_at(c): c for c in cells if c.crash_at != "none"}
+        observe: Callable[[str], Awaitable[dict[str, Any]]] = final_state
+        env = {"DATABASE_URL": self.db_url}
+        resume_after_s = 0.0
+        if at_grocer:
+            grocer = await self._grocer()
+            env.update(grocer_env(grocer, checked=design != UNCHECKED))
+            observe = self._observer(grocer)
+            design, resume_after_s = "workflow", KEY_TTL_S
+        target = replace(grocery_target(design, **env), resume_after_s=resume_after_s)
+
+        def cell_done(_done: int, _total: int, cell: Cell) -> None:
+            progress(self._cell_result(by_point[cell.crash_at], cell))
+
+        options = CrashTestOptions(
+            points=list(by_point), jobs=self.jobs, address=self.address,
+            deadline_s=RESULT_TIMEOUT_S, log_dir=self.log_dir / f"crashtest-{cells[0].design}",
+            progress=cell_done,
+        )  # fmt: skip
+        try:
+            report = await run_crash_test(target, observe, options)
+        except Exception as err:
+            error = f"{type(err).__name__}: {err}"
+            results = [_result(c, None, False, error, time.monotonic() - started) for c in cells]
+            for result in results:
+                progress(result)
+            return results
+        labels = tuple(report.activities)
+        if labels != STEP_NAMES:
+            raise CellFailed(f"the workflow ran {labels}, not the agent's steps {STEP_NAMES}")
+        results = [self._cell_result(by_point[c.crash_at], c) for c in report.cells]
+        for none in (c for c in cells if c.crash_at == "none"):  # the reference is that row
+            state = report.reference
+            result = _result(none, state, counts(state) == ONE_RUN_COUNTS, None, report.seconds)
+            progress(result)
+            results.append(result)
+        return results
+
+    @staticmethod
+    def _cell_result(cell: MatrixCell, crashed: Cell) -> MatrixResult:
+        return _result(cell, crashed.observed, crashed.matches, crashed.error, crashed.seconds)
+
+    async def _grocer(self) -> LabGrocer:
+        async with self._grocer_lock:
+            if self.grocer is None:
+                self.grocer = LabGrocer(self.procs, KEY_TTL_S)
+                await self.grocer.start()
+            return self.grocer
+
+    def _observer(self, grocer: LabGrocer) -> Callable[[str], Awaitable[dict[str, Any]]]:
+        """The final state, with the orders the lab's grocer holds under the run's reference."""
 
         async def observe(workflow_id: str) -> dict[str, Any]:
-            async with self.pool.connection() as conn:
-                return (await read_run_state(conn, workflow_id, lab_grocer)).comparable()
+            async with Grocer(GrocerClient(grocer.url, grocer.api_key), KEY_TTL_S) as at_grocer:
+                async with self.pool.connection() as conn:
+                    return (await read_run_state(conn, workflow_id, at_grocer)).comparable()
 
-        checked = cell.design != UNCHECKED
-        target = replace(
-            grocery_target("workflow"),
-            env={"KEY_STRATEGY": "workflow", "ORDER_BACKEND": "grocer",
-                 "GROCER_URL": self.grocer.url, "GROCER_API_KEY": self.grocer.api_key,
-                 "GROCER_KEY_TTL_S": str(KEY_TTL_S),
-                 "ORDER_EFFECT_CHECK": "on" if checked else "off"},
-            resume_after_s=KEY_TTL_S,
-        )  # fmt: skip
-        runner = replace_observe(self.runner, observe)
-        moment = "after-effect" if cell.crash_at == KEY_EXPIRY else "reset"
-        async with lab_grocer:
-            if cell.crash_at == RERUN_KEY_EXPIRY:
-                return await self._rerun(runner, target)
-            point = reference.resolve(f"{moment}:{PLACE_ORDER.number}")
-            result = await runner.cell(target, point, reference)
-        return result.observed, result.matches, result.error
+        return observe
 
-    async def _rerun(
-        self, runner: Runner, target: Target
-    ) -> tuple[dict[str, Any], bool, str | None]:
+    async def _rerun(self, cell: MatrixCell, progress: Progress) -> list[MatrixResult]:
         """A run that never crashed, then, once its key has expired, a second run of the same
-        workflow id (ALLOW_DUPLICATE: as if the first one's history were past its retention)."""
-        reference = self.temporal_reference
-        assert reference is not None
-        first = await runner.cell(target, None, reference)
-        if not first.matches:
-            return first.observed, False, first.error or first.diff
-        await asyncio.sleep(target.resume_after_s)
-        queue = f"{first.workflow_id}-again"
-        worker = await runner.start_worker(target, queue, queue)
+        workflow id (ALLOW_DUPLICATE: as if the first one's history were past its retention,
+        or as `starter.py --again` does after a failed run): the state must not change."""
+        started = time.monotonic()
+        assert self.client is not None and self.address is not None
+        grocer = await self._grocer()
+        observe = self._observer(grocer)
+        workflow_id = f"lab-rerun-{cell.design}-{uuid.uuid4().hex[:8]}"
+        env = {"DATABASE_URL": self.db_url, "TEMPORAL_ADDRESS": self.address,
+               "TASK_QUEUE": workflow_id, "KEY_STRATEGY": "workflow",
+               **grocer_env(grocer, checked=cell.design != UNCHECKED)}  # fmt: skip
+        worker = await self.procs.start(f"{workflow_id}-worker", ["worker.py"], **env)
+        request = GroceryRequest(household=HOUSEHOLD, week=EXAMPLE_WEEK)
+        error, states = None, []
         try:
-            handle = await runner.client.start_workflow(
-                target.workflow, target.input, id=first.workflow_id, task_queue=queue,
-                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-            )  # fmt: skip
-            await asyncio.wait_for(handle.result(), RESULT_TIMEOUT_S)
+            for _ in range(2):
+                handle = await self.client.start_workflow(
+                    GroceryAgentWorkflow.run, request, id=workflow_id, task_queue=workflow_id,
+                    id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+                )  # fmt: skip
+                await asyncio.wait_for(handle.result(), RESULT_TIMEOUT_S)
+                states.append(json.loads(json.dumps(await observe(workflow_id))))
+                await asyncio.sleep(KEY_TTL_S)  # the grocer forgets the key
+        except Exception as err:
+            error = f"{type(err).__name__}: {err}"
         finally:
             await self.procs.stop(worker)
-        state = await runner.observe(first.workflow_id)  # as JSON, like the reference's
-        return state, state == reference.observed, None
+        if not states:
+            states.append(await observe(workflow_id))
+        once, twice = states[0], states[-1]
+        matches = len(states) == 2 and twice == once and counts(once) == ONE_RUN_COUNTS
+        result = _result(cell, twice, matches, error, time.monotonic() - started)
+        progress(result)
+        return [result]
+
+
+def grocer_env(grocer: LabGrocer, *, checked: bool) -> dict[str, str]:
+    """A worker's settings for orders at the lab's grocer, with the effect check on or off."""
+    return {
+        "ORDER_BACKEND": "grocer",
+        "GROCER_URL": grocer.url,
+        "GROCER_API_KEY": grocer.api_key,
+        "GROCER_KEY_TTL_S": str(KEY_TTL_S),
+        "ORDER_EFFECT_CHECK": "on" if checked else "off",
+    }

@@ -9,12 +9,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from temporal_crashtest.processes import Processes
-from temporal_crashtest.runner import Runner
+from temporal_crashtest import Processes
 
-from agent.outcome import final_state
 from crashlab.cells import MatrixCell, MatrixResult
-from crashlab.lab import RESULT_TIMEOUT_S, Lab
+from crashlab.lab import Lab
 from crashlab.report import MatrixReport
 from infra.config import PROJECT_ROOT, data_dir
 from infra.db import connect_postgres, ensure_database_url, ensure_schema, open_pool
@@ -50,43 +48,51 @@ async def run_matrix(
     progress: Callable[[int, int, MatrixResult], None] = print_progress,
     log_dir: Path | None = None,
 ) -> MatrixReport:
+    """Every cell, `jobs` journal cells at once beside one crash test per Temporal design (each
+    `jobs // 2` crash points at once); the journal's no-crash reference first."""
     started = time.monotonic()
     db_url = ensure_database_url()
-    needs_temporal = any(c.engine == "temporal" for c in cells)
-    env = dict(without_crash_at(os.environ), DATABASE_URL=db_url)
     async with await connect_postgres(db_url) as conn:
         await ensure_schema(conn)
-    if needs_temporal:
-        env["TEMPORAL_ADDRESS"] = ensure_temporal_address()
+    env = dict(without_crash_at(os.environ), DATABASE_URL=db_url)
+    temporal = [c for c in cells if c.engine == "temporal"]
+    journal = [c for c in cells if c.engine == "journal"]
     log_dir = log_dir or data_dir() / "crashlab" / time.strftime("%Y%m%d-%H%M%S")
     procs = Processes(log_dir, env, cwd=PROJECT_ROOT)
-    runner = None
-    if needs_temporal:
-        address = env["TEMPORAL_ADDRESS"]
-        client = await connect_temporal(address)
-        runner = Runner(client, address, procs, final_state, deadline_s=RESULT_TIMEOUT_S)
+    jobs = jobs or matrix_jobs()
     pool = await open_pool(db_url, max_size=4)
+    results: list[MatrixResult] = []
+
+    def done(result: MatrixResult) -> None:
+        results.append(result)
+        progress(len(results), len(cells), result)
+
     try:
-        lab = Lab(procs, pool, runner)
-        try:
-            await asyncio.gather(*(lab.reference(e) for e in sorted({c.engine for c in cells})))
-        except Exception as err:
-            raise AgentError(
-                f"the no-crash reference run failed ({type(err).__name__}: {err}); "
-                f"its logs are in {procs.log_dir}"
-            ) from None
-        limit = asyncio.Semaphore(jobs or matrix_jobs())
-        results: list[MatrixResult] = []
+        lab = Lab(procs, pool, log_dir, db_url, jobs=max(2, jobs // 2))
+        if temporal:
+            lab.address = ensure_temporal_address()
+            lab.client = await connect_temporal(lab.address)
+        if journal:
+            try:
+                await lab.reference_journal()
+            except Exception as err:
+                raise AgentError(
+                    f"the no-crash reference run failed ({type(err).__name__}: {err}); "
+                    f"its logs are in {procs.log_dir}"
+                ) from None
+        limit = asyncio.Semaphore(jobs)
 
         async def one(cell: MatrixCell) -> MatrixResult:
             async with limit:
-                result = await lab.run_cell(cell)
-            results.append(result)
-            progress(len(results), len(cells), result)
+                result = await lab.run_journal_cell(cell)
+            done(result)
             return result
 
-        ordered = await asyncio.gather(*(one(c) for c in cells))
+        temporal_runs = [lab.run_temporal(temporal, done)] if temporal else []
+        await asyncio.gather(*(one(c) for c in journal), *temporal_runs)
     finally:
         procs.kill_all()
         await pool.close()
-    return MatrixReport(cells=list(ordered), seconds=round(time.monotonic() - started, 1))
+    order = {(c.engine, c.design, c.crash_at): i for i, c in enumerate(cells)}
+    ordered = sorted(results, key=lambda r: order[r.engine, r.design, r.crash_at])
+    return MatrixReport(cells=ordered, seconds=round(time.monotonic() - started, 1))

@@ -113,11 +113,11 @@ def test_every_dev_server_gets_the_same_tuning() -> None:
     """The project's dev server and crashtest's private one are tuned alike: the two
     distributions cannot share a module (the product does not import the tool), so the tuning,
     stated in each, is checked here to be one fact."""
-    from temporal_crashtest import devserver
+    from temporal_crashtest import dev_server_command
 
     from infra import temporal_server
 
     binary, db = Path("temporal"), Path("temporal.db")
-    assert temporal_server.dev_server_command(binary, db_file=db) == devserver.dev_server_command(
+    assert temporal_server.dev_server_command(binary, db_file=db) == dev_server_command(
         binary, db_file=db
     )

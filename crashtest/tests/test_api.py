@@ -1,10 +1,14 @@
-"""The public surface: every name in `__all__` resolves, and importing the package loads nothing
-of Temporal (the pytest plugin imports it in every session)."""
+"""The public surface: every name in `__all__` resolves, it is the whole surface (every other
+module is private), one error tree, and importing the package loads nothing of Temporal (the
+pytest plugin imports it in every session)."""
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import subprocess
 import sys
+from pathlib import Path
 
 import temporal_crashtest
 
@@ -22,3 +26,51 @@ def test_importing_the_package_loads_no_temporal_code() -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "False", done.stderr
+
+
+PUBLIC_MODULES = {"__init__", "__main__", "worker", "pytest_plugin"}
+PACKAGE = Path(temporal_crashtest.__file__).parent
+
+
+def test_all_is_the_surface_and_every_other_module_is_private() -> None:
+    """One surface: `__all__` names exactly what `__init__` exports, each defined in a private
+    module (`_x.py`); the only other public modules are the ones a user names on a command line
+    or in pytest's plugin list."""
+    modules = {p.stem for p in PACKAGE.glob("*.py")}
+    assert {m for m in modules if not m.startswith("_")} | {"__init__", "__main__"} == (
+        PUBLIC_MODULES
+    )
+    exported = set(temporal_crashtest.__all__) - {"__version__"}
+    assert exported == set(dir(temporal_crashtest)) - {"__version__"}
+    for name in exported:
+        value = getattr(temporal_crashtest, name)
+        where = getattr(value, "__module__", None)
+        if where is not None and where.startswith("temporal_crashtest"):
+            assert where.split(".")[-1].startswith("_"), f"{name} lives in {where}"
+
+
+def test_one_error_tree() -> None:
+    """Every exception the tool defines for a user's mistake or a server descends from
+    CrashTestError; the private ones (a cell that could not run, caught inside) start with _."""
+    base = temporal_crashtest.CrashTestError
+    for path in PACKAGE.glob("_*.py"):
+        module = importlib.import_module(f"temporal_crashtest.{path.stem}")
+        for name, value in vars(module).items():
+            if (
+                isinstance(value, type)
+                and issubclass(value, BaseException)
+                and value.__module__ == module.__name__
+                and not name.startswith("_")
+            ):
+                assert issubclass(value, base), f"{path.name}: {name} is not a CrashTestError"
+    assert issubclass(temporal_crashtest.CrashPointError, temporal_crashtest.InputError)
+    assert issubclass(temporal_crashtest.InputError, ValueError)
+    assert issubclass(temporal_crashtest.ServerUnreachable, ConnectionError)
+
+
+def test_the_one_call_documents_its_arguments() -> None:
+    for documented in (temporal_crashtest.run_crash_test, temporal_crashtest.CrashTestOptions):
+        doc = inspect.getdoc(documented) or ""
+        assert "Args:" in doc, documented
+    assert "Returns:" in (inspect.getdoc(temporal_crashtest.run_crash_test) or "")
+    assert "Raises:" in (inspect.getdoc(temporal_crashtest.run_crash_test) or "")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import APPS
-from temporal_crashtest.devserver import DYNAMIC_CONFIG, PrivateDevServer, listening
+from temporal_crashtest._devserver import DYNAMIC_CONFIG, PrivateDevServer, listening
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "temporal_crashtest"
 NOTES = ["--worker", "notes_app:build", "--workflow", "notes_app:NotesWorkflow",

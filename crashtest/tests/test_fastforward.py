@@ -8,8 +8,8 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from temporal_crashtest.interceptor import Attempt, CrashSite, Stamp, crash_line, read_crash_line
-from temporal_crashtest.points import Moment
+from temporal_crashtest._interceptor import Attempt, CrashSite, Stamp, crash_line, read_crash_line
+from temporal_crashtest._points import Moment
 from temporalio import activity
 from temporalio.common import RetryPolicy
 from temporalio.testing import ActivityEnvironment

@@ -6,10 +6,11 @@ from __future__ import annotations
 import re
 
 import pytest
-from temporal_crashtest.history import Boundary, Tree, scope_names
-from temporal_crashtest.interceptor import CrashSite
-from temporal_crashtest.points import CrashPoint, CrashPointError, Moment
-from temporal_crashtest.runner import Reference
+from temporal_crashtest._errors import CrashPointError
+from temporal_crashtest._history import Boundary, Tree, scope_names
+from temporal_crashtest._interceptor import CrashSite
+from temporal_crashtest._model import Reference
+from temporal_crashtest._points import CrashPoint, Moment
 
 
 def test_scopes_are_named_by_their_place_in_the_tree() -> None:

@@ -9,14 +9,14 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from temporal_crashtest.history import (
+from temporal_crashtest._history import (
     RunHistory,
     read_tree,
     recovery_waits,
     unexplained_activity_attempts,
     unexplained_task_timeouts,
 )
-from temporal_crashtest.interceptor import ROOT_SCOPE
+from temporal_crashtest._interceptor import ROOT_SCOPE
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 

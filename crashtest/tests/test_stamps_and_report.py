@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from temporal_crashtest.interceptor import (
+from temporal_crashtest._errors import CrashPointError
+from temporal_crashtest._interceptor import (
     ROOT_SCOPE,
     CrashSite,
     Stamp,
@@ -12,8 +13,8 @@ from temporal_crashtest.interceptor import (
     encode,
     next_run,
 )
-from temporal_crashtest.points import CrashPointError, Moment
-from temporal_crashtest.report import differences, short
+from temporal_crashtest._points import Moment
+from temporal_crashtest._report import differences, short
 from temporalio.api.common.v1 import Payload
 
 

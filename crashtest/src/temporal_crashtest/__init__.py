@@ -1,16 +1,37 @@
 """temporal-crashtest: crash-test any Temporal workflow at every boundary of its run.
 
 A worker interceptor stamps every activity and local activity of the run's tree and SIGKILLs the
-worker's own process at one of them (`CrashInterceptor`); a fresh worker finishes the run, and
-the user's view of the final state is compared with a run that never crashed (`Runner`).
-`python -m temporal_crashtest run --help` for the command line; the `crash_test` pytest fixture
-for tests. Depends on temporalio and the standard library only.
+worker's own process at one of them; a fresh worker finishes the run, and your view of the final
+state is compared with a run that never crashed. Depends on temporalio and the standard library.
 
-The public names below are imported on first use, so that the pytest plugin, registered in every
+The whole crash test is one call::
+
+    report = await run_crash_test(
+        Target(worker="myapp.hooks:build_worker", workflow="PaymentsWorkflow",
+               input={"customer": "acme"}),
+        observe=charges_of,
+        options=CrashTestOptions(points=["after-effect:charge"], jobs=4),
+    )
+    assert report.ok, report.failure_text()
+
+The command line (`python -m temporal_crashtest run --help`) and the `crash_test` pytest fixture
+are built on it. Everything public is named in `__all__`; the modules whose names start with an
+underscore are private. The public modules besides this one are `temporal_crashtest.__main__`
+(the command), `temporal_crashtest.worker` (a worker process, `python -m
+temporal_crashtest.worker`) and `temporal_crashtest.pytest_plugin` (the fixture).
+
+Errors, one tree (`CrashTestError` is the base the command line catches):
+
+    CrashTestError                  the crash test cannot run as asked
+    ├── InputError (ValueError)     an argument that does not load or parse
+    │   └── CrashPointError         a crash point written wrong, or naming no boundary
+    ├── ServerUnreachable (ConnectionError)
+    │                               no Temporal server answers, or no such namespace
+    ├── DevServerError              the private dev server could not be started
+    └── CrashTestAborted            the reference run failed, or the observer broke
+
+The public names are imported on first use, so that the pytest plugin, registered in every
 session of an environment that has this installed, loads nothing of Temporal until a test asks.
-
-Errors: `CrashPointError` (a crash point written wrong, or naming no boundary; a ValueError),
-`CrashTestError` (the crash test cannot go on: the reference run failed, observe is broken).
 """
 
 from __future__ import annotations
@@ -22,60 +43,68 @@ from typing import TYPE_CHECKING, Any
 if sys.version_info < (3, 11):  # noqa: UP036 - say why, rather than fail on a 3.11 feature
     raise ImportError("temporal-crashtest needs Python 3.11 or newer")
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
+# Each public name, and the private module it lives in.
 _WHERE = {
-    "Cell": "report",
-    "CellPoint": "runner",
-    "CrashInterceptor": "interceptor",
-    "CrashPoint": "points",
-    "CrashPointError": "points",
-    "CrashSite": "interceptor",
-    "CrashTestError": "runner",
-    "Moment": "points",
-    "Processes": "processes",
-    "Reference": "runner",
-    "Report": "report",
-    "Runner": "runner",
-    "Target": "runner",
-    "Untested": "report",
-    "replace_observe": "runner",
-    "run_cells": "runner",
+    "Cell": "_report",
+    "Child": "_processes",
+    "CrashPoint": "_points",
+    "CrashPointError": "_errors",
+    "CrashTestAborted": "_errors",
+    "CrashTestError": "_errors",
+    "CrashTestOptions": "_crash_test",
+    "DevServerError": "_errors",
+    "Drive": "_model",
+    "InputError": "_errors",
+    "Moment": "_points",
+    "Observe": "_model",
+    "Processes": "_processes",
+    "Report": "_report",
+    "ServerUnreachable": "_errors",
+    "Target": "_model",
+    "Untested": "_report",
+    "dev_server_command": "_devserver",
+    "run_crash_test": "_crash_test",
 }
 __all__ = [
     "Cell",
-    "CellPoint",
-    "CrashInterceptor",
+    "Child",
     "CrashPoint",
     "CrashPointError",
-    "CrashSite",
+    "CrashTestAborted",
     "CrashTestError",
+    "CrashTestOptions",
+    "DevServerError",
+    "Drive",
+    "InputError",
     "Moment",
+    "Observe",
     "Processes",
-    "Reference",
     "Report",
-    "Runner",
+    "ServerUnreachable",
     "Target",
     "Untested",
     "__version__",
-    "replace_observe",
-    "run_cells",
+    "dev_server_command",
+    "run_crash_test",
 ]
 
 if TYPE_CHECKING:
-    from temporal_crashtest.interceptor import CrashInterceptor, CrashSite
-    from temporal_crashtest.points import CrashPoint, CrashPointError, Moment
-    from temporal_crashtest.processes import Processes
-    from temporal_crashtest.report import Cell, Report, Untested
-    from temporal_crashtest.runner import (
-        CellPoint,
+    from temporal_crashtest._crash_test import CrashTestOptions, run_crash_test
+    from temporal_crashtest._devserver import dev_server_command
+    from temporal_crashtest._errors import (
+        CrashPointError,
+        CrashTestAborted,
         CrashTestError,
-        Reference,
-        Runner,
-        Target,
-        replace_observe,
-        run_cells,
+        DevServerError,
+        InputError,
+        ServerUnreachable,
     )
+    from temporal_crashtest._model import Drive, Observe, Target
+    from temporal_crashtest._points import CrashPoint, Moment
+    from temporal_crashtest._processes import Child, Processes
+    from temporal_crashtest._report import Cell, Report, Untested
 
 
 def __getattr__(name: str) -> Any:
@@ -83,3 +112,7 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'temporal_crashtest' has no attribute {name!r}")
     return getattr(importlib.import_module(f"temporal_crashtest.{module}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
-from temporal_crashtest.exits import EXIT_ALL_MATCH, EXIT_SOME_DIFFER
+from temporal_crashtest._exits import EXIT_ALL_MATCH, EXIT_SOME_DIFFER
 
 if TYPE_CHECKING:
-    from temporal_crashtest.report import Report
+    from temporal_crashtest._report import Report
 
 MARKER = "crashtest"
 OPTIONS = ("points", "jobs", "deadline_s", "data_converter", "address", "env", "repeat", "plugins",
@@ -104,8 +104,8 @@ def crash_test(request: pytest.FixtureRequest) -> CrashTest:
     activity boundary; fail the test, naming the boundaries, unless every one ends in the
     no-crash state. Returns the report (`expect_all_match=False` returns it without failing)."""
     # Imported only by a test that uses crash_test.
-    from temporal_crashtest.loading import reference_to
-    from temporal_crashtest.report import Report
+    from temporal_crashtest._loading import reference_to
+    from temporal_crashtest._report import Report
 
     marker = request.node.get_closest_marker(MARKER)
     defaults = dict(marker.kwargs) if marker else {}

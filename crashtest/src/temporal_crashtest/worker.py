@@ -24,18 +24,12 @@ from datetime import timedelta
 
 from temporalio.worker import Worker
 
-from temporal_crashtest.connect import ServerUnreachable, connect
-from temporal_crashtest.exits import EXIT_BAD_INPUT, exit_now
-from temporal_crashtest.interceptor import CrashInterceptor, CrashSite
-from temporal_crashtest.loading import (
-    LoadError,
-    call,
-    load_callable,
-    load_data_converter,
-    load_plugins,
-)
-from temporal_crashtest.points import CrashPointError
-from temporal_crashtest.processes import die_with_parent
+from temporal_crashtest._connect import connect
+from temporal_crashtest._errors import CrashPointError, InputError, ServerUnreachable
+from temporal_crashtest._exits import EXIT_BAD_INPUT, exit_now
+from temporal_crashtest._interceptor import CrashInterceptor, CrashSite
+from temporal_crashtest._loading import call, load_callable, load_data_converter, load_plugins
+from temporal_crashtest._processes import die_with_parent
 
 PARENT_PID_ENV = "CRASHTEST_PARENT_PID"
 # Printed once the worker polls its task queue; the runner waits for it before it judges a queue
@@ -84,14 +78,14 @@ async def serve(args: argparse.Namespace) -> int:
     )
     worker = await call(factory, client, args.task_queue)
     if not isinstance(worker, Worker):
-        raise LoadError(f"--worker {args.worker!r} returned {type(worker).__name__}, not a Worker")
+        raise InputError(f"--worker {args.worker!r} returned {type(worker).__name__}, not a Worker")
     if worker.task_queue != args.task_queue:
-        raise LoadError(
+        raise InputError(
             f"--worker {args.worker!r} built a worker for task queue {worker.task_queue!r}; "
             "it must use the task_queue it is given"
         )
     if worker.client is not client:
-        raise LoadError(
+        raise InputError(
             f"--worker {args.worker!r} built its worker on another client; it must use the "
             "client it is given (that client carries the crash interceptor)"
         )
@@ -126,7 +120,7 @@ def run(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         return asyncio.run(serve(args))
-    except (LoadError, CrashPointError, ServerUnreachable) as err:
+    except (InputError, CrashPointError, ServerUnreachable) as err:
         print(f"crashtest.worker: error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

@@ -1,48 +1,32 @@
-"""What a workflow's histories tell a crash test: every boundary of the run's tree (activities and
-local activities, in child workflows and in every run of a continue-as-new chain), what a
-recovery waited on (a SIGKILLed worker is noticed only through timeouts), and whether a run that
-is taking long is stuck, failing or idle."""
+"""What a workflow's histories tell a crash test, read from histories already fetched (no call to
+the server: `_polling` asks it): every boundary of the run's tree (activities and local
+activities, in child workflows and in every run of a continue-as-new chain), what a recovery
+waited on (a SIGKILLed worker is noticed only through timeouts), and the attempts no kill can
+have ended."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import (
     EventType,
-    PendingActivityState,
-    PendingWorkflowTaskState,
-    TaskQueueType,
     TimeoutType,
 )
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-from temporalio.client import Client, WorkflowExecutionDescription, WorkflowHandle, WorkflowHistory
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.client import WorkflowHistory
 
-from temporal_crashtest.interceptor import (
-    ROOT_SCOPE,
-    SCOPE_HEADER,
+from temporal_crashtest._interceptor import (
     STAMP_HEADER,
     WORKER_KILLED,
-    decode_scope,
     decode_stamp,
 )
-from temporal_crashtest.report import Untested
+from temporal_crashtest._report import Untested
 
-# A worker takes a second or two to start; a workflow task unclaimed for longer than this, on a
-# task queue that no worker polls for workflows, will never be taken.
-NO_POLLER_GRACE_S = 10.0
-# An activity whose attempts keep failing (not timing out) this many times is reported as
-# failing on every attempt, with its last failure.
-FAILING_ATTEMPTS = 3
-DEADLOCK = "[TMPRL1101]"  # the SDK's "Potential deadlock detected"
-DEADLOCK_ATTEMPTS = 4  # a workflow task failing so this many times in a row is reported
 LOCAL_ACTIVITY_MARKER = "core_local_activity"
 INPUT_CHARS = 24
 
@@ -57,38 +41,6 @@ class RunHistory:
     workflow_type: str
     task_queue: str
     history: WorkflowHistory
-
-
-async def tree_histories(client: Client, workflow_id: str, first_run_id: str) -> list[RunHistory]:
-    """Every run of the tree rooted at the run `first_run_id` of `workflow_id`: the runs of its
-    continue-as-new chain and, at any depth, the child workflows they started."""
-    runs: list[RunHistory] = []
-    todo = [(workflow_id, first_run_id)]
-    while todo:
-        wid, rid = todo.pop(0)
-        history = await client.get_workflow_handle(wid, run_id=rid).fetch_history()
-        if not history.events:
-            continue
-        started = history.events[0].workflow_execution_started_event_attributes
-        where = decode_scope(started.header.fields.get(SCOPE_HEADER))
-        runs.append(
-            RunHistory(
-                scope=where.scope if where else ROOT_SCOPE,
-                workflow_id=wid,
-                run_id=rid,
-                workflow_type=started.workflow_type.name,
-                task_queue=started.task_queue.name,
-                history=history,
-            )
-        )
-        for e in history.events:
-            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
-                todo.append((wid, e.workflow_execution_continued_as_new_event_attributes
-                             .new_execution_run_id))  # fmt: skip
-            elif e.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED:
-                child = e.child_workflow_execution_started_event_attributes.workflow_execution
-                todo.append((child.workflow_id, child.run_id))
-    return runs
 
 
 @dataclass(frozen=True)
@@ -321,7 +273,7 @@ def _repeated_activity_ids(tree: Tree) -> list[str]:
     return warnings
 
 
-def _seconds(duration_s: float) -> str:
+def seconds_text(duration_s: float) -> str:
     return f"{duration_s:.1f} s"
 
 
@@ -380,7 +332,7 @@ def recovery_waits(
                 "start-to-close": scheduled.start_to_close_timeout,
                 "schedule-to-start": scheduled.schedule_to_start_timeout,
             }.get(kind)
-            size = f" {_seconds(limit.ToTimedelta().total_seconds())}" if limit else ""
+            size = f" {seconds_text(limit.ToTimedelta().total_seconds())}" if limit else ""
             name = (labels or {}).get(started.scheduled_event_id, scheduled.activity_type.name)
             waits.append(f"{name} {kind} timeout{size}")
         elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
@@ -388,10 +340,10 @@ def recovery_waits(
             scheduled_at = by_id[timed_out.scheduled_event_id].event_time.ToDatetime()
             waited = (e.event_time.ToDatetime() - scheduled_at).total_seconds()
             if timed_out.timeout_type == TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START:
-                waits.append(f"sticky queue timeout {_seconds(waited)}")
+                waits.append(f"sticky queue timeout {seconds_text(waited)}")
             else:
                 kind = _timeout_kind(timed_out.timeout_type)
-                waits.append(f"workflow task {kind} timeout {_seconds(task_timeout)}")
+                waits.append(f"workflow task {kind} timeout {seconds_text(task_timeout)}")
     return waits
 
 
@@ -462,44 +414,6 @@ def unexplained_activity_attempts(runs: list[RunHistory], kills: list[datetime])
     return count
 
 
-@dataclass(frozen=True)
-class OpenRun:
-    handle: WorkflowHandle[Any, Any]
-    description: WorkflowExecutionDescription
-
-
-async def open_runs(client: Client, handle: WorkflowHandle[Any, Any]) -> list[OpenRun]:
-    """The run and, at any depth, its open children: each with its description. A child the
-    parent has initiated but the server has not started yet (or has just closed) is not found:
-    it is left out until it is there."""
-    out: list[OpenRun] = []
-    todo = [handle]
-    while todo:
-        h = todo.pop(0)
-        try:
-            description = await h.describe()
-        except RPCError as err:
-            if h is handle or err.status != RPCStatusCode.NOT_FOUND:
-                raise
-            continue
-        out.append(OpenRun(h, description))
-        for child in description.raw_description.pending_children:
-            todo.append(client.get_workflow_handle(child.workflow_id, run_id=child.run_id or None))
-    return out
-
-
-def _open_timers(history: WorkflowHistory) -> int:
-    opened: set[int] = set()
-    for e in history.events:
-        if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED:
-            opened.add(e.event_id)
-        elif e.event_type == EventType.EVENT_TYPE_TIMER_FIRED:
-            opened.discard(e.timer_fired_event_attributes.started_event_id)
-        elif e.event_type == EventType.EVENT_TYPE_TIMER_CANCELED:
-            opened.discard(e.timer_canceled_event_attributes.started_event_id)
-    return len(opened)
-
-
 def with_likely_cause(message: str) -> str:
     """A failure's first line, and what usually causes it when a worker cannot decode what it was
     sent or cannot load a framework's workflow (the framework's plugin, or data converter, that
@@ -509,116 +423,3 @@ def with_likely_cause(message: str) -> str:
     if "decod" in lowered or "deserializ" in lowered or "failed validating workflow" in lowered:
         first += " (a --plugin or --data-converter missing?)"
     return first
-
-
-@dataclass(frozen=True)
-class Progress:
-    """What a run that has not ended is doing: stuck (it cannot go on, and why), idle (nothing
-    pending anywhere in its tree: it waits for a message), or neither."""
-
-    stuck: str | None = None
-    idle: bool = False
-
-
-async def progress_of(
-    client: Client, handle: WorkflowHandle[Any, Any], ready_for_s: float | None
-) -> Progress:
-    """Whether the run cannot go on: a workflow task that keeps failing (Temporal retries it
-    forever: a worker without the workflow, code that replays differently), an activity failing
-    on every attempt, or a workflow task nobody takes from a queue no worker polls although the
-    worker said it is ready `ready_for_s` ago (None: it has not). Or whether it sits idle."""
-    idle = True
-    for run in await open_runs(client, handle):
-        raw = run.description.raw_description
-        what = "" if run.handle is handle else f" (child {run.description.workflow_type})"
-        pending = raw.pending_workflow_task
-        if pending.attempt >= 2:
-            history = await run.handle.fetch_history()
-            failures = [
-                e.workflow_task_failed_event_attributes.failure.message
-                for e in history.events
-                if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
-            ]
-            # The SDK's deadlock detector fails a task whose code did not yield for 2 s: on a
-            # loaded machine that can pass on the next attempt; only if it keeps failing is the
-            # run stuck.
-            slow = failures and DEADLOCK in failures[-1]
-            if failures and (not slow or pending.attempt >= DEADLOCK_ATTEMPTS):
-                first = with_likely_cause(failures[-1])
-                return Progress(stuck=f"the workflow task fails on the worker{what}: {first}")
-        for a in raw.pending_activities:
-            timed_out = a.last_failure.HasField("timeout_failure_info")
-            killed = a.last_failure.application_failure_info.type == WORKER_KILLED
-            if (
-                a.attempt >= FAILING_ATTEMPTS
-                and a.last_failure.message
-                and not (timed_out or killed)
-            ):
-                first = with_likely_cause(a.last_failure.message)
-                return Progress(stuck=f"activity {a.activity_type.name}{what} fails on every "
-                                f"attempt (attempt {a.attempt}): {first}")  # fmt: skip
-        waiting = datetime.now(UTC) - pending.scheduled_time.ToDatetime(tzinfo=UTC)
-        if (
-            ready_for_s is not None
-            and ready_for_s > NO_POLLER_GRACE_S
-            and pending.state == PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED
-            and waiting.total_seconds() > NO_POLLER_GRACE_S
-        ):
-            queue = run.description.task_queue
-            pollers = await client.workflow_service.describe_task_queue(
-                DescribeTaskQueueRequest(
-                    namespace=client.namespace,
-                    task_queue=TaskQueue(name=queue),
-                    task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-                )
-            )
-            if not pollers.pollers:
-                return Progress(stuck=(
-                    f"no worker takes workflow tasks from task queue {queue}: does the factory's "
-                    f"Worker register the workflow {run.description.workflow_type}?"
-                ))  # fmt: skip
-        if (
-            raw.HasField("pending_workflow_task")
-            or raw.pending_activities
-            or raw.pending_nexus_operations
-            or run.description.status is None
-            or run.description.status.name != "RUNNING"
-            or _open_timers(await run.handle.fetch_history())
-        ):
-            idle = False
-    return Progress(idle=idle)
-
-
-async def what_it_waits_on(handle: WorkflowHandle[Any, Any]) -> str:
-    """For a run that is taking too long: its pending activities, and which timeout will notice
-    a dead worker in each."""
-    description = await handle.describe()
-    pending = description.raw_description.pending_activities
-    if not pending:
-        return f"the run is {description.status.name.lower() if description.status else '?'}"
-    history = await handle.fetch_history()
-    scheduled = {
-        e.activity_task_scheduled_event_attributes.activity_id: (
-            e.activity_task_scheduled_event_attributes
-        )
-        for e in history.events
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-    }
-    parts = []
-    for p in pending:
-        state = PendingActivityState.Name(p.state).removeprefix("PENDING_ACTIVITY_STATE_").lower()
-        text = f"{p.activity_type.name} attempt {p.attempt} {state}"
-        attrs = scheduled.get(p.activity_id)
-        if p.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED and attrs is not None:
-            if attrs.HasField("heartbeat_timeout") and attrs.heartbeat_timeout.ToSeconds():
-                text += " (a dead worker is noticed after its heartbeat timeout, "
-                text += f"{_seconds(attrs.heartbeat_timeout.ToTimedelta().total_seconds())})"
-            else:
-                close = attrs.start_to_close_timeout.ToTimedelta().total_seconds()
-                text += (
-                    " with no heartbeat timeout: a dead worker is noticed only after its "
-                    f"start-to-close timeout ({_seconds(close)}); set heartbeat_timeout and "
-                    "heartbeat from the activity"
-                )
-        parts.append(text)
-    return "waiting on " + "; ".join(parts)

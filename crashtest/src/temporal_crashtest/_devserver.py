@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+from temporal_crashtest._errors import DevServerError
+
 DYNAMIC_CONFIG = {
     "history.transferProcessorMaxPollRPS": "1000",
     "history.timerProcessorMaxPollRPS": "1000",
@@ -33,10 +35,6 @@ DYNAMIC_CONFIG = {
 SQLITE_PRAGMAS = {"journal_mode": "wal"}
 START_TIMEOUT_S = 60
 LOCAL_SERVER = ("127.0.0.1", 7233)  # where `temporal server start-dev` listens by default
-
-
-class DevServerError(RuntimeError):
-    """The dev server could not be found or started."""
 
 
 def temporal_cli() -> Path | None:

@@ -94,6 +94,7 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     expect_diff: str | None = None  # the reference differs from --expect, and how
     real_timeouts: bool = False  # False: the recoveries were fast-forwarded
+    logs: str | None = None  # where the workers' logs were kept (None: removed, all matched)
 
     @property
     def ok(self) -> bool:

@@ -24,11 +24,13 @@ import os
 import select
 import signal
 import sys
+from dataclasses import dataclass
 from typing import IO, Any
 
-from temporal_crashtest.exits import exit_now
-from temporal_crashtest.loading import LoadError, load_callable, load_data_converter, load_plugins
-from temporal_crashtest.processes import die_with_parent
+from temporal_crashtest._errors import InputError
+from temporal_crashtest._exits import exit_now
+from temporal_crashtest._loading import load_callable, load_data_converter, load_plugins
+from temporal_crashtest._processes import die_with_parent
 
 REAP_EVERY_S = 0.02  # how soon a worker's end is reported
 
@@ -54,13 +56,29 @@ def _hash_the_code() -> None:
         hash_the_code()
 
 
-def fork_here() -> tuple[int, int, int] | str:
+@dataclass(frozen=True)
+class ForkedServer:
+    """A fork server this process forked: its pid, the fd to write requests to, the fd to read
+    answers from."""
+
+    pid: int
+    requests_fd: int
+    answers_fd: int
+
+
+@dataclass(frozen=True)
+class NotForked:
+    """Why no fork server was forked from this process ("" when none was tried)."""
+
+    why: str
+
+
+def fork_here() -> ForkedServer | NotForked:
     """Fork a fork server from this process, which has imported the workers' code already (the
-    crash test's command, before it starts any thread): (its pid, the fd to write requests to,
-    the fd to read answers from), or why this process cannot fork."""
+    crash test's command, before it starts any thread), or say why this process cannot."""
     unsafe = why_unsafe()
     if unsafe is not None:
-        return unsafe
+        return NotForked(unsafe)
     requests_in, requests_out = os.pipe()
     answers_in, answers_out = os.pipe()
     parent = os.getpid()
@@ -70,7 +88,7 @@ def fork_here() -> tuple[int, int, int] | str:
     if pid:
         os.close(requests_in)
         os.close(answers_out)
-        return pid, requests_out, answers_in
+        return ForkedServer(pid, requests_out, answers_in)
     try:
         os.close(requests_out)
         os.close(answers_in)
@@ -170,11 +188,11 @@ def serve(requests: IO[str], out: IO[str]) -> None:
 
 
 def main() -> None:
-    """`python -m temporal_crashtest.forkserver PARENT_PID --worker M:F [--data-converter M:N]
+    """`python -m temporal_crashtest._forkserver PARENT_PID --worker M:F [--data-converter M:N]
     [--plugin M:N]...`"""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m temporal_crashtest.forkserver")
+    parser = argparse.ArgumentParser(prog="python -m temporal_crashtest._forkserver")
     parser.add_argument("parent", type=int)
     parser.add_argument("--worker", required=True)
     parser.add_argument("--data-converter")
@@ -183,7 +201,7 @@ def main() -> None:
     die_with_parent(args.parent)
     try:
         import_target(args.worker, args.data_converter, args.plugin)
-    except LoadError as err:
+    except InputError as err:
         _answer(sys.stdout, {"unsafe": f"cannot import the worker: {err}"})
         os._exit(0)
     unsafe = why_unsafe()

@@ -37,8 +37,8 @@ from temporalio.api.workflowservice.v1 import (
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 
-from temporal_crashtest.history import open_runs
-from temporal_crashtest.interceptor import WORKER_KILLED, Attempt
+from temporal_crashtest._interceptor import WORKER_KILLED, Attempt
+from temporal_crashtest._polling import open_runs
 
 # A workflow task here takes 10-250 ms, 11 cells at once on 2 cores: 1 s leaves room for a loaded
 # machine; a task that times out all the same where production's would not (a live worker's, or

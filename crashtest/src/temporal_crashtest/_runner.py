@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import inspect
 import itertools
 import json
@@ -34,28 +33,25 @@ from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
 
-from temporal_crashtest.fastforward import SHORT_TASK_TIMEOUT, fast_forward
-from temporal_crashtest.history import (
+from temporal_crashtest._errors import CrashTestAborted
+from temporal_crashtest._fastforward import SHORT_TASK_TIMEOUT, fast_forward
+from temporal_crashtest._history import (
     Boundary,
     RunHistory,
-    Tree,
-    progress_of,
     read_tree,
     recovery_waits,
-    tree_histories,
     unexplained_activity_attempts,
     unexplained_task_timeouts,
-    what_it_waits_on,
     with_likely_cause,
 )
-from temporal_crashtest.interceptor import CrashSite, read_crash_line
-from temporal_crashtest.points import CrashPoint, CrashPointError, Moment
-from temporal_crashtest.processes import Child, Processes
-from temporal_crashtest.report import Cell, Untested, differences
+from temporal_crashtest._interceptor import CrashSite, read_crash_line
+from temporal_crashtest._model import CellPoint, Drive, Observe, Reference, Target, to_json
+from temporal_crashtest._points import Moment
+from temporal_crashtest._polling import progress_of, tree_histories, what_it_waits_on
+from temporal_crashtest._processes import Child, Processes
+from temporal_crashtest._report import Cell, differences
 from temporal_crashtest.worker import FACTS, GO, PARENT_PID_ENV, READY, WARM
 
-Observe = Callable[[str], Any]
-Drive = Callable[[WorkflowHandle[Any, Any]], Any]
 DEFAULT_DEADLINE_S = 120.0
 DEFAULT_TASK_TIMEOUT_S = 10.0  # the server's, for a run started without one
 WORKFLOW_TASK_CHECK_S = 2.0  # how often a waiting cell asks whether its run is stuck or idle
@@ -63,131 +59,8 @@ IDLE_CHECKS = 2  # a run seen idle this many checks in a row is reported
 WARM_CHECK_S = 0.01  # how often the runner looks whether a warm worker is built
 
 
-class CrashTestError(Exception):
-    """The crash test cannot go on (the reference run failed, observe is broken, ...)."""
-
-
 class _CellFailed(Exception):
     """A cell could not be run as designed (not: the state differs, which is a result)."""
-
-
-@dataclass(frozen=True)
-class Target:
-    """What is crash-tested: how to build its worker, which workflow, with what input."""
-
-    worker: str  # MODULE:FACTORY, FACTORY(client, task_queue) -> Worker
-    workflow: str  # the workflow type name
-    input: Any  # the workflow's one argument, as JSON
-    data_converter: str | None = None  # MODULE:NAME, for the worker processes' clients
-    plugins: tuple[str, ...] = ()  # MODULE:NAME of client plugins, for every client
-    env: dict[str, str] = field(default_factory=dict)  # more environment for the workers
-    resume_after_s: float = 0.0  # wait this long after a kill (or before a reset) to resume
-
-
-@dataclass(frozen=True)
-class CellPoint:
-    """One cell's crash: a moment at a boundary, `repeat` times (a reset: once)."""
-
-    moment: Moment
-    boundary: Boundary
-    repeat: int = 1
-
-    @property
-    def crash_at(self) -> str:
-        return f"{self.moment.value}:{self.boundary.number}" + (
-            f"*{self.repeat}" if self.repeat > 1 else ""
-        )
-
-    def site(self) -> CrashSite:
-        return CrashSite(self.moment, self.boundary.scope, self.boundary.position)
-
-
-def _reachable_after_checkpoint(tree: Tree, b: Boundary) -> str | None:
-    """Why `after-checkpoint` at `b` has no moment to crash in, if it has none. An activity's
-    is the moment the workflow sees its result. A local activity's marker is recorded when its
-    workflow task completes: the kill needs a later sign of that (an activity scheduled after
-    it, or a later workflow task of its run)."""
-    if not b.local:
-        return None
-    later = [o for o in tree.boundaries if o.scope == b.scope and o.position > b.position]
-    if any(not o.local or o.reset_event_id > b.reset_event_id for o in later):
-        return None
-    return "the workflow task that records its marker also ends its run: nothing comes between"
-
-
-@dataclass(frozen=True)
-class Reference:
-    observed: Any
-    tree: Tree
-
-    @property
-    def boundaries(self) -> list[Boundary]:
-        return self.tree.boundaries
-
-    def every_point(self, repeat: int = 1) -> tuple[list[CellPoint], list[Untested]]:
-        """after-effect at every boundary, after-checkpoint at every one but the last (after
-        it the run only ends)."""
-        effects = [CellPoint(Moment.AFTER_EFFECT, b, repeat) for b in self.boundaries]
-        checkpoints, untested = [], []
-        for b in self.boundaries[:-1]:
-            why = _reachable_after_checkpoint(self.tree, b)
-            if why is None:
-                checkpoints.append(CellPoint(Moment.AFTER_CHECKPOINT, b, repeat))
-            else:
-                untested.append(Untested(f"after-checkpoint:{b.number} ({b.label})", why))
-        return effects + checkpoints, untested
-
-    def resolve(self, text: str, repeat: int = 1) -> CellPoint:
-        """A crash point as the user wrote it: by position, by label, or by activity type."""
-        point = CrashPoint.parse(text)
-        found: Boundary | None = None
-        if point.position is not None:
-            if not 1 <= point.position <= len(self.boundaries):
-                raise CrashPointError(
-                    f"{text}: this workflow has boundaries 1..{len(self.boundaries)}"
-                )
-            found = self.boundaries[point.position - 1]
-        else:
-            found = next((b for b in self.boundaries if b.label == point.text), None) or next(
-                (
-                    b
-                    for b in self.boundaries
-                    if b.activity == point.activity and b.occurrence == point.occurrence
-                ),
-                None,
-            )
-        if found is None:
-            known = ", ".join(dict.fromkeys(b.activity for b in self.boundaries))
-            raise CrashPointError(
-                f"unknown crash point {text!r}: no boundary is named {point.text!r}; "
-                f"its activities: {known} (or a position 1..{len(self.boundaries)})"
-            )
-        if point.moment is Moment.RESET and "/" in found.scope:
-            raise CrashPointError(
-                f"{text}: {found.label} is in a child workflow; an operator resets the root "
-                "workflow (reset a boundary of the root, before the child was started)"
-            )
-        if point.moment is Moment.AFTER_CHECKPOINT:
-            why = _reachable_after_checkpoint(self.tree, found)
-            if why is not None:
-                raise CrashPointError(f"{text} ({found.label}): {why}")
-        return CellPoint(point.moment, found, point.repeat if point.repeat > 1 else repeat)
-
-    def select(
-        self, points: list[str] | None, repeat: int = 1
-    ) -> tuple[list[CellPoint], list[Untested]]:
-        """The crash points named, or all of them; and what is left untested."""
-        if points is None:
-            chosen, untested = self.every_point(repeat)
-        else:
-            chosen = list(dict.fromkeys(self.resolve(p, repeat) for p in points))
-            crashed = {c.boundary.number for c in chosen}
-            untested = [
-                Untested(b.label, "not among the crash points asked for (--points)")
-                for b in self.boundaries
-                if b.number not in crashed
-            ]
-        return chosen, [*self.tree.untested, *untested]
 
 
 @dataclass
@@ -206,14 +79,6 @@ class _Run:
     kills: list[datetime] = field(default_factory=list)  # when each death was seen (UTC, naive)
     unexplained: int = 0  # tasks and attempts no kill ended (a loaded machine)
     drive: asyncio.Task[Any] | None = None
-
-
-def to_json(value: object, what: str) -> Any:
-    """A JSON round trip, so that tuples and lists compare equal and the report can hold it."""
-    try:
-        return json.loads(json.dumps(value, sort_keys=True))
-    except (TypeError, ValueError) as err:
-        raise CrashTestError(f"{what} returned something that is not JSON: {err}") from None
 
 
 async def _call(fn: Callable[..., Any], *args: Any) -> Any:
@@ -291,7 +156,7 @@ class Runner:
         try:
             value = await _call(self.observe_fn, workflow_id)
         except Exception as err:
-            raise CrashTestError(
+            raise CrashTestAborted(
                 f"observe({workflow_id!r}) raised {type(err).__name__}: {err}"
             ) from None
         return to_json(value, f"observe({workflow_id!r})")
@@ -302,12 +167,12 @@ class Runner:
         try:
             await self._run(target, None, run)
         except _CellFailed as err:
-            raise CrashTestError(f"the reference run (no crash) failed: {err}") from None
+            raise CrashTestAborted(f"the reference run (no crash) failed: {err}") from None
         if run.failure is not None or run.handle is None:
-            raise CrashTestError(f"the reference run (no crash) failed: {run.failure}")
+            raise CrashTestAborted(f"the reference run (no crash) failed: {run.failure}")
         tree = read_tree(await self._histories(run.handle))
         if not tree.boundaries:
-            raise CrashTestError(
+            raise CrashTestAborted(
                 "the workflow ran no activities and no local activities: there is nothing to "
                 "crash" + "".join(f"; {u.boundary}: {u.why}" for u in tree.untested)
             )
@@ -340,7 +205,7 @@ class Runner:
             error = str(err)
         try:
             observed = await self.observe(run.workflow_id)
-        except CrashTestError as err:
+        except CrashTestAborted as err:
             observed, error = None, error or str(err)
         diff = error or run.failure or differences(reference.observed, observed)
         activity = point.boundary.label if point else ""
@@ -667,14 +532,6 @@ def _facts(log: str) -> dict[str, Any]:
                 facts = json.loads(line.partition(FACTS)[2])
                 return facts if isinstance(facts, dict) else {}
     return {}
-
-
-def replace_observe(runner: Runner, observe: Observe) -> Runner:
-    """The same runner (client, processes, deadline, workflow ids) with another view of the
-    final state."""
-    other = copy.copy(runner)
-    other.observe_fn = observe
-    return other
 
 
 ProgressFn = Callable[[int, int, Cell], None]

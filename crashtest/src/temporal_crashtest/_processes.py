@@ -1,5 +1,5 @@
 """Every process a crash test starts, tracked by pid, so none outlives the tool: started afresh,
-or forked by a fork server (`temporal_crashtest.forkserver`) that imported the workers' code
+or forked by a fork server (`temporal_crashtest._forkserver`) that imported the workers' code
 once."""
 
 from __future__ import annotations
@@ -12,7 +12,10 @@ import signal
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from temporal_crashtest._forkserver import ForkedServer
 
 
 class Child(Protocol):
@@ -62,7 +65,7 @@ class Forked:
 
 
 class ForkServer:
-    """The crash test's side of a fork server (`temporal_crashtest.forkserver`): a process of its
+    """The crash test's side of a fork server (`temporal_crashtest._forkserver`): a process of its
     own, or one forked from this process (`forkserver.fork_here`)."""
 
     def __init__(
@@ -151,7 +154,7 @@ class Processes:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
-                "temporal_crashtest.processes",
+                "temporal_crashtest._processes",
                 str(os.getpid()),
                 *args,
                 cwd=self.cwd,
@@ -166,15 +169,15 @@ class Processes:
     async def start_fork_server(self, args: list[str]) -> str | None:
         """Start a fork server for the workers (`args`: what it imports); None once it is
         ready, else why it cannot fork (the workers are then started afresh)."""
-        command = ["-m", "temporal_crashtest.forkserver", str(os.getpid()), *args]
+        command = ["-m", "temporal_crashtest._forkserver", str(os.getpid()), *args]
         proc = await self._spawn("forkserver", command, {}, pipes=True)
         assert proc.stdin is not None and proc.stdout is not None
         return await self._use(ForkServer(proc, proc.stdin, proc.stdout))
 
-    async def adopt_fork_server(self, pid: int, requests_fd: int, answers_fd: int) -> str | None:
-        """Use the fork server this process forked (`forkserver.fork_here`)."""
-        server = await ForkServer.adopt(pid, requests_fd, answers_fd)
-        self.running[pid] = server.proc
+    async def adopt_fork_server(self, forked: ForkedServer) -> str | None:
+        """Use the fork server this process forked (`_forkserver.fork_here`)."""
+        server = await ForkServer.adopt(forked.pid, forked.requests_fd, forked.answers_fd)
+        self.running[forked.pid] = server.proc
         return await self._use(server)
 
     async def _use(self, server: ForkServer) -> str | None:
@@ -204,7 +207,9 @@ class Processes:
         lines = self.log(name).strip().splitlines()
         return lines[-1] if lines else "(no output)"
 
-    async def wait(self, proc: Child, limit_s: float) -> int:
+    async def wait(self, proc: Child, limit_s: float | None) -> int:
+        """Its exit code, once it has exited (stopped if `limit_s` runs out first: TimeoutError;
+        None: no limit); it is no longer tracked."""
         try:
             code = await asyncio.wait_for(proc.wait(), limit_s)
         except TimeoutError:

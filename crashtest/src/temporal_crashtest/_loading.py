@@ -14,28 +14,26 @@ from typing import Any, TypeVar
 from temporalio.client import Plugin
 from temporalio.converter import DataConverter
 
+from temporal_crashtest._errors import InputError
+
 T = TypeVar("T")
-
-
-class LoadError(ValueError):
-    """A `MODULE:NAME` reference that cannot be loaded, or is not what it should be."""
 
 
 def load(reference: str, what: str) -> Any:
     module_name, colon, attribute = reference.partition(":")
     if not colon or not module_name or not attribute:
-        raise LoadError(f"{what} {reference!r}: expected MODULE:NAME, e.g. myapp.worker:build")
+        raise InputError(f"{what} {reference!r}: expected MODULE:NAME, e.g. myapp.worker:build")
     try:
         module = importlib.import_module(module_name)
     except Exception as err:  # the user's module may fail to import in any way
-        raise LoadError(
+        raise InputError(
             f"{what} {reference!r}: cannot import {module_name!r} "
             f"({type(err).__name__}: {err}); is it importable from this directory?"
         ) from None
     value: Any = module
     for part in attribute.split("."):
         if not hasattr(value, part):
-            raise LoadError(f"{what} {reference!r}: {module_name!r} has no {attribute!r}")
+            raise InputError(f"{what} {reference!r}: {module_name!r} has no {attribute!r}")
         value = getattr(value, part)
     return value
 
@@ -43,7 +41,7 @@ def load(reference: str, what: str) -> Any:
 def load_callable(reference: str, what: str) -> Callable[..., Any]:
     value = load(reference, what)
     if not callable(value):
-        raise LoadError(f"{what} {reference!r} is not a function")
+        raise InputError(f"{what} {reference!r} is not a function")
     return value
 
 
@@ -52,7 +50,7 @@ def load_data_converter(reference: str | None) -> DataConverter:
         return DataConverter.default
     value = load(reference, "--data-converter")
     if not isinstance(value, DataConverter):
-        raise LoadError(f"--data-converter {reference!r} is not a temporalio DataConverter")
+        raise InputError(f"--data-converter {reference!r} is not a temporalio DataConverter")
     return value
 
 
@@ -66,13 +64,13 @@ def load_plugins(references: Sequence[str]) -> list[Plugin]:
             try:
                 value = value()
             except Exception as err:  # the user's function may fail in any way
-                raise LoadError(
+                raise InputError(
                     f"--plugin {reference!r} raised {type(err).__name__}: {err}"
                 ) from None
         found = value if isinstance(value, list | tuple) else [value]
         for plugin in found:
             if not isinstance(plugin, Plugin):
-                raise LoadError(
+                raise InputError(
                     f"--plugin {reference!r} is a {type(plugin).__name__}, not a "
                     "temporalio.client.Plugin (or a function returning one or a list)"
                 )
@@ -87,7 +85,7 @@ def workflow_type(reference: str) -> str:
     cls = load(reference, "--workflow")
     name = _workflow_name(cls) if isinstance(cls, type) else None
     if name is None:
-        raise LoadError(f"--workflow {reference!r} is not a @workflow.defn class")
+        raise InputError(f"--workflow {reference!r} is not a @workflow.defn class")
     return name
 
 
@@ -111,7 +109,7 @@ def reference_to(value: object, what: str) -> str:
     module = getattr(value, "__module__", None)
     qualname = getattr(value, "__qualname__", None)
     if not module or not qualname or "<locals>" in qualname or module == "__main__":
-        raise LoadError(
+        raise InputError(
             f"{what} must be a module-level function or class, or a 'MODULE:NAME' string: "
             "the crash test loads it again in processes of its own"
         )

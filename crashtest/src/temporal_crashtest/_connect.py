@@ -18,6 +18,8 @@ from temporalio.envconfig import ClientConfig, ClientConnectConfig
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 
+from temporal_crashtest._errors import ServerUnreachable
+
 READY_TIMEOUT_S = 10
 _SECURITY = ("api_key", "tls", "rpc_metadata")
 
@@ -54,10 +56,6 @@ def _reason(err: Exception) -> tuple[str, bool]:
         if needle.lower() in text.lower():
             return line, final
     return (text.splitlines()[0] if text else type(err).__name__), False
-
-
-class ServerUnreachable(ConnectionError):
-    """No Temporal server answered at the address, or it has no such namespace."""
 
 
 async def connect(

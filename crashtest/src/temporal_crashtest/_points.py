@@ -19,15 +19,13 @@ import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from temporal_crashtest._errors import CrashPointError
+
 
 class Moment(StrEnum):
     AFTER_EFFECT = "after-effect"
     AFTER_CHECKPOINT = "after-checkpoint"
     RESET = "reset"
-
-
-class CrashPointError(ValueError):
-    """A crash point that is not written right, or names no boundary of the workflow."""
 
 
 _POSITION = re.compile(r"^\d+$")

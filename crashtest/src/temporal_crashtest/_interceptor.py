@@ -57,7 +57,8 @@ from typing import Any
 from temporalio import activity, client, worker, workflow
 from temporalio.api.common.v1 import Payload
 
-from temporal_crashtest.points import CrashPoint, CrashPointError, Moment
+from temporal_crashtest._errors import CrashPointError
+from temporal_crashtest._points import CrashPoint, Moment
 
 STAMP_HEADER = "crashtest-boundary"
 SCOPE_HEADER = "crashtest-scope"

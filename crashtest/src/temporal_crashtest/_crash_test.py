@@ -1,0 +1,238 @@
+"""The one call that runs a whole crash test: `run_crash_test(target, observe, options)`.
+
+It checks the target's references load, finds or starts a Temporal server, starts the workers'
+fork server, runs the reference (no crash), checks it against `expect`, runs a cell per crash
+point, and returns the `Report`. The CLI, the pytest fixture (through the CLI), the crash lab and
+the bench all go through it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from temporal_crashtest._connect import configured, connect
+from temporal_crashtest._devserver import LOCAL_SERVER, PrivateDevServer, listening
+from temporal_crashtest._errors import CrashTestAborted, CrashTestError, InputError
+from temporal_crashtest._forkserver import ForkedServer, NotForked
+from temporal_crashtest._loading import load_callable, load_data_converter, load_plugins
+from temporal_crashtest._model import Drive, Observe, Target, to_json
+from temporal_crashtest._points import MAX_REPEAT, CrashPoint
+from temporal_crashtest._processes import Processes
+from temporal_crashtest._report import Cell, Report, differences, short
+from temporal_crashtest._runner import DEFAULT_DEADLINE_S, Runner, run_cells
+
+REFERENCE_CHARS = 200  # how much of the reference state a progress line shows
+
+
+def default_jobs() -> int:
+    """Cells mostly wait (on the server, and on timeouts); their workers are forked, not
+    started afresh, so many cells fit on a core."""
+    return 8 * (os.cpu_count() or 1)
+
+
+class _Nothing:
+    def __repr__(self) -> str:
+        return "NOTHING"
+
+
+NOTHING: Any = _Nothing()  # `expect` not given (None is a state one may expect)
+
+
+@dataclass(frozen=True)
+class CrashTestOptions:
+    """How a crash test runs; every field has the command line's default.
+
+    Args:
+        points: the crash points to make (`after-effect:2`, `reset:charge`, ...); None: every
+            boundary's.
+        repeat: crash this many workers in a row at each point (1-5).
+        drive: `drive(handle)`, run beside every run to send the signals and updates it waits
+            for.
+        expect: the final state the run without a crash must reach; a reference that differs
+            ends the test before any cell (`Report.expect_diff`).
+        jobs: cells run at once.
+        address: Temporal's HOST:PORT; None: the configured one (TEMPORAL_ADDRESS or the CLI's
+            profile), else one on 127.0.0.1:7233, else a private dev server.
+        namespace: None: the configured one, else `default`.
+        deadline_s: how long one cell may take.
+        real_timeouts: wait for the server's timeouts after a kill instead of fast-forwarding.
+        log_dir: keep the workers' logs here (None: a temporary folder, removed when every cell
+            matches).
+        progress: called with (cells done, cells in all, the cell) as each cell ends.
+        say: called with each line of progress (the server used, the reference, the points).
+    """
+
+    points: Sequence[str] | None = None
+    repeat: int = 1
+    drive: Drive | None = None
+    expect: Any = NOTHING
+    jobs: int = field(default_factory=default_jobs)
+    address: str | None = None
+    namespace: str | None = None
+    deadline_s: float = DEFAULT_DEADLINE_S
+    real_timeouts: bool = False
+    log_dir: Path | None = None
+    progress: Callable[[int, int, Cell], None] | None = None
+    say: Callable[[str], None] | None = None
+
+    def check(self) -> None:
+        """InputError (or CrashPointError) for an option out of range, before anything starts."""
+        if self.jobs < 1:
+            raise InputError("jobs must be at least 1")
+        if self.deadline_s <= 0:
+            raise InputError("deadline_s must be positive")
+        if not 1 <= self.repeat <= MAX_REPEAT:
+            raise InputError(f"repeat must be 1 to {MAX_REPEAT}")
+        for point in self.points or ():
+            CrashPoint.parse(point)
+
+
+def check_target(target: Target) -> None:
+    """Load every reference the workers will load, here, once: a typo is one InputError now,
+    not a failure in every worker process."""
+    load_callable(target.worker, "the worker factory")
+    load_data_converter(target.data_converter)
+    load_plugins(list(target.plugins))
+
+
+async def run_crash_test(
+    target: Target, observe: Observe, options: CrashTestOptions | None = None
+) -> Report:
+    """Crash-test `target` at every boundary of its run (or at `options.points`).
+
+    Args:
+        target: the worker factory, the workflow and its input (and the workers' data converter,
+            plugins and environment).
+        observe: `observe(workflow_id)`, your view of a run's final state (sync or async).
+        options: how it runs (`CrashTestOptions`); None: the defaults.
+
+    Returns:
+        The `Report`: the reference state, one `Cell` per crash point, what was not tested, and
+        `ok` when every cell ends in the reference state.
+
+    Raises:
+        CrashTestError: or one of its kinds (`InputError`, `CrashPointError`,
+            `ServerUnreachable`, `DevServerError`, `CrashTestAborted`), when the test cannot run
+            as asked. A cell that differs is a result, not an error.
+    """
+    return await crash_test(target, observe, options or CrashTestOptions(), NotForked(""))
+
+
+async def crash_test(
+    target: Target, observe: Observe, options: CrashTestOptions, forked: ForkedServer | NotForked
+) -> Report:
+    """`run_crash_test`, with the fork server the command forked before its event loop started
+    (`fork_here`), or why it could not."""
+    options.check()
+    check_target(target)
+    if options.expect is not NOTHING:
+        to_json(options.expect, "expect")
+    log_dir = options.log_dir or Path(tempfile.mkdtemp(prefix="crashtest-"))
+    log_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        report = await _crash_test(target, observe, options, forked, log_dir)
+    except CrashTestAborted as err:
+        raise CrashTestAborted(f"{err}; the workers' logs are in {log_dir}") from None
+    except CrashTestError:  # bad input, no server: there is nothing worth keeping
+        if options.log_dir is None:
+            shutil.rmtree(log_dir, ignore_errors=True)
+        raise
+    if report.ok and options.log_dir is None:
+        shutil.rmtree(log_dir, ignore_errors=True)
+    else:
+        report.logs = str(log_dir)
+    return report
+
+
+async def _crash_test(
+    target: Target,
+    observe: Observe,
+    options: CrashTestOptions,
+    forked: ForkedServer | NotForked,
+    log_dir: Path,
+) -> Report:
+    started = time.monotonic()
+    say = options.say or (lambda _: None)
+    server = None
+    settings = configured()  # the Temporal CLI's: environment, profile file
+    address = options.address or settings.get("target_host")
+    namespace = options.namespace or settings.get("namespace") or "default"
+    if not address and listening(*LOCAL_SERVER):
+        address = ":".join(map(str, LOCAL_SERVER))
+    if not address:
+        server = PrivateDevServer(log_dir / "temporal-dev-server.log")
+        address = server.start()
+        say(f"no Temporal at {':'.join(map(str, LOCAL_SERVER))}: a private dev server on {address}")
+    else:
+        say(f"Temporal at {address}, namespace {namespace} (every cell's run is in its web UI)")
+    procs = Processes(log_dir, os.environ)
+    try:
+        forks = asyncio.ensure_future(_start_forks(procs, target, forked, say))
+        client = await connect(
+            address,
+            namespace=namespace,
+            data_converter=load_data_converter(target.data_converter),
+            plugins=load_plugins(list(target.plugins)),
+        )
+        await forks
+        runner = Runner(
+            client, address, procs, observe, drive=options.drive, namespace=namespace,
+            deadline_s=options.deadline_s, real_timeouts=options.real_timeouts,
+        )  # fmt: skip
+        say(f"reference run of {target.workflow} (no crash)")
+        reference = await runner.reference(target)
+        say(f"reference state: {short(reference.observed, REFERENCE_CHARS)}")
+        report = Report(
+            workflow=target.workflow,
+            activities=[b.label for b in reference.boundaries],
+            reference=reference.observed,
+            cells=[],
+            seconds=0.0,
+            warnings=list(reference.tree.warnings),
+            real_timeouts=options.real_timeouts,
+        )
+        if options.expect is not NOTHING:
+            report.expect_diff = differences(to_json(options.expect, "expect"), reference.observed)
+        if report.expect_diff is None:
+            points, report.untested = reference.select(
+                list(options.points) if options.points is not None else None, options.repeat
+            )
+            names = ", ".join(b.label for b in reference.boundaries)
+            say(
+                f"{len(reference.boundaries)} boundaries ({names}): {len(points)} crash points, "
+                f"{min(options.jobs, len(points))} at a time"
+            )
+            report.cells = await run_cells(
+                runner, target, points, reference, options.jobs, options.progress
+            )
+    finally:
+        await procs.kill_all_and_reap()
+        if server is not None:
+            server.stop()
+    report.seconds = round(time.monotonic() - started, 1)
+    return report
+
+
+async def _start_forks(
+    procs: Processes, target: Target, forked: ForkedServer | NotForked, say: Callable[[str], None]
+) -> None:
+    """The fork server forked from the command, else one started afresh (which imports the
+    workers' code again), else none: say why."""
+    if isinstance(forked, ForkedServer):
+        why = await procs.adopt_fork_server(forked)
+    else:
+        imports = ["--worker", target.worker]
+        imports += ["--data-converter", target.data_converter] if target.data_converter else []
+        imports += [f"--plugin={p}" for p in target.plugins]
+        why = await procs.start_fork_server(imports)
+        why = None if why is None else "; ".join(w for w in (forked.why, why) if w)
+    if why is not None:
+        say(f"every worker starts afresh (none can be forked: {why})")

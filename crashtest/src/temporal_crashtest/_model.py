@@ -1,0 +1,150 @@
+"""The crash test's data model: what is crash-tested (`Target`), where one cell crashes
+(`CellPoint`), and the run without a crash every cell is compared with (`Reference`: its observed
+state and the tree of boundaries its histories list)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from temporalio.client import WorkflowHandle
+
+from temporal_crashtest._errors import CrashPointError, CrashTestAborted
+from temporal_crashtest._history import Boundary, Tree
+from temporal_crashtest._interceptor import CrashSite
+from temporal_crashtest._points import CrashPoint, Moment
+from temporal_crashtest._report import Untested
+
+Observe = Callable[[str], Any]
+"""`observe(workflow_id) -> JSON-able`: your view of a run's final state (sync or async)."""
+Drive = Callable[[WorkflowHandle[Any, Any]], Any]
+"""`drive(handle)`: sends the signals and updates a run waits for (sync or async)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """What is crash-tested: how to build its worker, which workflow, with what input."""
+
+    worker: str  # MODULE:FACTORY, FACTORY(client, task_queue) -> Worker
+    workflow: str  # the workflow type name
+    input: Any  # the workflow's one argument, as JSON
+    data_converter: str | None = None  # MODULE:NAME, for the worker processes' clients
+    plugins: tuple[str, ...] = ()  # MODULE:NAME of client plugins, for every client
+    env: dict[str, str] = field(default_factory=dict)  # more environment for the workers
+    resume_after_s: float = 0.0  # wait this long after a kill (or before a reset) to resume
+
+
+@dataclass(frozen=True)
+class CellPoint:
+    """One cell's crash: a moment at a boundary, `repeat` times (a reset: once)."""
+
+    moment: Moment
+    boundary: Boundary
+    repeat: int = 1
+
+    @property
+    def crash_at(self) -> str:
+        return f"{self.moment.value}:{self.boundary.number}" + (
+            f"*{self.repeat}" if self.repeat > 1 else ""
+        )
+
+    def site(self) -> CrashSite:
+        return CrashSite(self.moment, self.boundary.scope, self.boundary.position)
+
+
+def _reachable_after_checkpoint(tree: Tree, b: Boundary) -> str | None:
+    """Why `after-checkpoint` at `b` has no moment to crash in, if it has none. An activity's
+    is the moment the workflow sees its result. A local activity's marker is recorded when its
+    workflow task completes: the kill needs a later sign of that (an activity scheduled after
+    it, or a later workflow task of its run)."""
+    if not b.local:
+        return None
+    later = [o for o in tree.boundaries if o.scope == b.scope and o.position > b.position]
+    if any(not o.local or o.reset_event_id > b.reset_event_id for o in later):
+        return None
+    return "the workflow task that records its marker also ends its run: nothing comes between"
+
+
+@dataclass(frozen=True)
+class Reference:
+    observed: Any
+    tree: Tree
+
+    @property
+    def boundaries(self) -> list[Boundary]:
+        return self.tree.boundaries
+
+    def every_point(self, repeat: int = 1) -> tuple[list[CellPoint], list[Untested]]:
+        """after-effect at every boundary, after-checkpoint at every one but the last (after
+        it the run only ends)."""
+        effects = [CellPoint(Moment.AFTER_EFFECT, b, repeat) for b in self.boundaries]
+        checkpoints, untested = [], []
+        for b in self.boundaries[:-1]:
+            why = _reachable_after_checkpoint(self.tree, b)
+            if why is None:
+                checkpoints.append(CellPoint(Moment.AFTER_CHECKPOINT, b, repeat))
+            else:
+                untested.append(Untested(f"after-checkpoint:{b.number} ({b.label})", why))
+        return effects + checkpoints, untested
+
+    def resolve(self, text: str, repeat: int = 1) -> CellPoint:
+        """A crash point as the user wrote it: by position, by label, or by activity type."""
+        point = CrashPoint.parse(text)
+        found: Boundary | None = None
+        if point.position is not None:
+            if not 1 <= point.position <= len(self.boundaries):
+                raise CrashPointError(
+                    f"{text}: this workflow has boundaries 1..{len(self.boundaries)}"
+                )
+            found = self.boundaries[point.position - 1]
+        else:
+            found = next((b for b in self.boundaries if b.label == point.text), None) or next(
+                (
+                    b
+                    for b in self.boundaries
+                    if b.activity == point.activity and b.occurrence == point.occurrence
+                ),
+                None,
+            )
+        if found is None:
+            known = ", ".join(dict.fromkeys(b.activity for b in self.boundaries))
+            raise CrashPointError(
+                f"unknown crash point {text!r}: no boundary is named {point.text!r}; "
+                f"its activities: {known} (or a position 1..{len(self.boundaries)})"
+            )
+        if point.moment is Moment.RESET and "/" in found.scope:
+            raise CrashPointError(
+                f"{text}: {found.label} is in a child workflow; an operator resets the root "
+                "workflow (reset a boundary of the root, before the child was started)"
+            )
+        if point.moment is Moment.AFTER_CHECKPOINT:
+            why = _reachable_after_checkpoint(self.tree, found)
+            if why is not None:
+                raise CrashPointError(f"{text} ({found.label}): {why}")
+        return CellPoint(point.moment, found, point.repeat if point.repeat > 1 else repeat)
+
+    def select(
+        self, points: list[str] | None, repeat: int = 1
+    ) -> tuple[list[CellPoint], list[Untested]]:
+        """The crash points named, or all of them; and what is left untested."""
+        if points is None:
+            chosen, untested = self.every_point(repeat)
+        else:
+            chosen = list(dict.fromkeys(self.resolve(p, repeat) for p in points))
+            crashed = {c.boundary.number for c in chosen}
+            untested = [
+                Untested(b.label, "not among the crash points asked for (--points)")
+                for b in self.boundaries
+                if b.number not in crashed
+            ]
+        return chosen, [*self.tree.untested, *untested]
+
+
+def to_json(value: object, what: str) -> Any:
+    """A JSON round trip, so that tuples and lists compare equal and the report can hold it."""
+    try:
+        return json.loads(json.dumps(value, sort_keys=True))
+    except (TypeError, ValueError) as err:
+        raise CrashTestAborted(f"{what} returned something that is not JSON: {err}") from None

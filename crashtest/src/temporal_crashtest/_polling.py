@@ -1,0 +1,216 @@
+"""What a crash test asks the server while a run goes on: the histories of the run's whole
+tree, and whether a run that is taking long is stuck (and why), idle (waiting for a message
+nobody sends) or going on; and, past the deadline, what it waits on. The pure reading of a
+history is `_history`'s."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from temporalio.api.enums.v1 import (
+    EventType,
+    PendingActivityState,
+    PendingWorkflowTaskState,
+    TaskQueueType,
+)
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import Client, WorkflowExecutionDescription, WorkflowHandle, WorkflowHistory
+from temporalio.service import RPCError, RPCStatusCode
+
+from temporal_crashtest._history import RunHistory, seconds_text, with_likely_cause
+from temporal_crashtest._interceptor import ROOT_SCOPE, SCOPE_HEADER, WORKER_KILLED, decode_scope
+
+# A worker takes a second or two to start; a workflow task unclaimed for longer than this, on a
+# task queue that no worker polls for workflows, will never be taken.
+NO_POLLER_GRACE_S = 10.0
+# An activity whose attempts keep failing (not timing out) this many times is reported as
+# failing on every attempt, with its last failure.
+FAILING_ATTEMPTS = 3
+DEADLOCK = "[TMPRL1101]"  # the SDK's "Potential deadlock detected"
+DEADLOCK_ATTEMPTS = 4  # a workflow task failing so this many times in a row is reported
+
+
+async def tree_histories(client: Client, workflow_id: str, first_run_id: str) -> list[RunHistory]:
+    """Every run of the tree rooted at the run `first_run_id` of `workflow_id`: the runs of its
+    continue-as-new chain and, at any depth, the child workflows they started."""
+    runs: list[RunHistory] = []
+    todo = [(workflow_id, first_run_id)]
+    while todo:
+        wid, rid = todo.pop(0)
+        history = await client.get_workflow_handle(wid, run_id=rid).fetch_history()
+        if not history.events:
+            continue
+        started = history.events[0].workflow_execution_started_event_attributes
+        where = decode_scope(started.header.fields.get(SCOPE_HEADER))
+        runs.append(
+            RunHistory(
+                scope=where.scope if where else ROOT_SCOPE,
+                workflow_id=wid,
+                run_id=rid,
+                workflow_type=started.workflow_type.name,
+                task_queue=started.task_queue.name,
+                history=history,
+            )
+        )
+        for e in history.events:
+            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+                todo.append((wid, e.workflow_execution_continued_as_new_event_attributes
+                             .new_execution_run_id))  # fmt: skip
+            elif e.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED:
+                child = e.child_workflow_execution_started_event_attributes.workflow_execution
+                todo.append((child.workflow_id, child.run_id))
+    return runs
+
+
+@dataclass(frozen=True)
+class OpenRun:
+    handle: WorkflowHandle[Any, Any]
+    description: WorkflowExecutionDescription
+
+
+async def open_runs(client: Client, handle: WorkflowHandle[Any, Any]) -> list[OpenRun]:
+    """The run and, at any depth, its open children: each with its description. A child the
+    parent has initiated but the server has not started yet (or has just closed) is not found:
+    it is left out until it is there."""
+    out: list[OpenRun] = []
+    todo = [handle]
+    while todo:
+        h = todo.pop(0)
+        try:
+            description = await h.describe()
+        except RPCError as err:
+            if h is handle or err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            continue
+        out.append(OpenRun(h, description))
+        for child in description.raw_description.pending_children:
+            todo.append(client.get_workflow_handle(child.workflow_id, run_id=child.run_id or None))
+    return out
+
+
+def _open_timers(history: WorkflowHistory) -> int:
+    opened: set[int] = set()
+    for e in history.events:
+        if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED:
+            opened.add(e.event_id)
+        elif e.event_type == EventType.EVENT_TYPE_TIMER_FIRED:
+            opened.discard(e.timer_fired_event_attributes.started_event_id)
+        elif e.event_type == EventType.EVENT_TYPE_TIMER_CANCELED:
+            opened.discard(e.timer_canceled_event_attributes.started_event_id)
+    return len(opened)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a run that has not ended is doing: stuck (it cannot go on, and why), idle (nothing
+    pending anywhere in its tree: it waits for a message), or neither."""
+
+    stuck: str | None = None
+    idle: bool = False
+
+
+async def progress_of(
+    client: Client, handle: WorkflowHandle[Any, Any], ready_for_s: float | None
+) -> Progress:
+    """Whether the run cannot go on: a workflow task that keeps failing (Temporal retries it
+    forever: a worker without the workflow, code that replays differently), an activity failing
+    on every attempt, or a workflow task nobody takes from a queue no worker polls although the
+    worker said it is ready `ready_for_s` ago (None: it has not). Or whether it sits idle."""
+    idle = True
+    for run in await open_runs(client, handle):
+        raw = run.description.raw_description
+        what = "" if run.handle is handle else f" (child {run.description.workflow_type})"
+        pending = raw.pending_workflow_task
+        if pending.attempt >= 2:
+            history = await run.handle.fetch_history()
+            failures = [
+                e.workflow_task_failed_event_attributes.failure.message
+                for e in history.events
+                if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+            ]
+            # The SDK's deadlock detector fails a task whose code did not yield for 2 s: on a
+            # loaded machine that can pass on the next attempt; only if it keeps failing is the
+            # run stuck.
+            slow = failures and DEADLOCK in failures[-1]
+            if failures and (not slow or pending.attempt >= DEADLOCK_ATTEMPTS):
+                first = with_likely_cause(failures[-1])
+                return Progress(stuck=f"the workflow task fails on the worker{what}: {first}")
+        for a in raw.pending_activities:
+            timed_out = a.last_failure.HasField("timeout_failure_info")
+            killed = a.last_failure.application_failure_info.type == WORKER_KILLED
+            if (
+                a.attempt >= FAILING_ATTEMPTS
+                and a.last_failure.message
+                and not (timed_out or killed)
+            ):
+                first = with_likely_cause(a.last_failure.message)
+                return Progress(stuck=f"activity {a.activity_type.name}{what} fails on every "
+                                f"attempt (attempt {a.attempt}): {first}")  # fmt: skip
+        waiting = datetime.now(UTC) - pending.scheduled_time.ToDatetime(tzinfo=UTC)
+        if (
+            ready_for_s is not None
+            and ready_for_s > NO_POLLER_GRACE_S
+            and pending.state == PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED
+            and waiting.total_seconds() > NO_POLLER_GRACE_S
+        ):
+            queue = run.description.task_queue
+            pollers = await client.workflow_service.describe_task_queue(
+                DescribeTaskQueueRequest(
+                    namespace=client.namespace,
+                    task_queue=TaskQueue(name=queue),
+                    task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+                )
+            )
+            if not pollers.pollers:
+                return Progress(stuck=(
+                    f"no worker takes workflow tasks from task queue {queue}: does the factory's "
+                    f"Worker register the workflow {run.description.workflow_type}?"
+                ))  # fmt: skip
+        if (
+            raw.HasField("pending_workflow_task")
+            or raw.pending_activities
+            or raw.pending_nexus_operations
+            or run.description.status is None
+            or run.description.status.name != "RUNNING"
+            or _open_timers(await run.handle.fetch_history())
+        ):
+            idle = False
+    return Progress(idle=idle)
+
+
+async def what_it_waits_on(handle: WorkflowHandle[Any, Any]) -> str:
+    """For a run that is taking too long: its pending activities, and which timeout will notice
+    a dead worker in each."""
+    description = await handle.describe()
+    pending = description.raw_description.pending_activities
+    if not pending:
+        return f"the run is {description.status.name.lower() if description.status else '?'}"
+    history = await handle.fetch_history()
+    scheduled = {
+        e.activity_task_scheduled_event_attributes.activity_id: (
+            e.activity_task_scheduled_event_attributes
+        )
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    }
+    parts = []
+    for p in pending:
+        state = PendingActivityState.Name(p.state).removeprefix("PENDING_ACTIVITY_STATE_").lower()
+        text = f"{p.activity_type.name} attempt {p.attempt} {state}"
+        attrs = scheduled.get(p.activity_id)
+        if p.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED and attrs is not None:
+            if attrs.HasField("heartbeat_timeout") and attrs.heartbeat_timeout.ToSeconds():
+                text += " (a dead worker is noticed after its heartbeat timeout, "
+                text += f"{seconds_text(attrs.heartbeat_timeout.ToTimedelta().total_seconds())})"
+            else:
+                close = attrs.start_to_close_timeout.ToTimedelta().total_seconds()
+                text += (
+                    " with no heartbeat timeout: a dead worker is noticed only after its "
+                    f"start-to-close timeout ({seconds_text(close)}); set heartbeat_timeout and "
+                    "heartbeat from the activity"
+                )
+        parts.append(text)
+    return "waiting on " + "; ".join(parts)
