@@ -19,7 +19,6 @@ from pathlib import Path
 from pydantic import BaseModel
 from temporal_crashtest import Processes
 
-from bench.output import say
 from bench.postgres import measure_postgres
 from bench.recovery import measure_recovery
 from bench.sdk_metrics import mean_latencies_ms, runtime_with_metrics
@@ -30,6 +29,7 @@ from infra.cli import run_main
 from infra.config import PROJECT_ROOT, data_dir
 from infra.db import connect_postgres, ensure_database_url, ensure_schema, open_pool
 from infra.metrics import EFFECTS_LOGGER
+from infra.reporting import say
 from infra.temporal_client import connect_temporal
 from infra.temporal_server import ensure_temporal_address
 from journal.crash_points import without_crash_at

@@ -21,10 +21,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from bench.output import render
-from bench.stats import p99
 from crashlab.lab import grocery_crashtest_args
 from infra.config import PROJECT_ROOT
+from infra.reporting import p99, render
 
 GROCERY = grocery_crashtest_args("bench")
 PAYMENTS = [

@@ -6,11 +6,7 @@ import statistics
 
 from pydantic import BaseModel
 
-
-def p99(values: list[float]) -> float:
-    """The 99th percentile of `values` (nearest rank; with fewer than 100, the largest few)."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+from infra.reporting import p99
 
 
 class Figure(BaseModel):

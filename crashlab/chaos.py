@@ -34,7 +34,6 @@ from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, Telemetr
 from temporalio.service import RPCError
 
 from agent.data import EXAMPLE_WEEK, GroceryRequest
-from bench.output import say
 from crashlab.faults import ChaosFault, FaultInjector
 from crashlab.fleet import Fleet
 from crashlab.invariants import Violation, check_runs
@@ -43,6 +42,7 @@ from crashlab.servers import LabPostgres, LabTemporal, stop_leftovers
 from infra.config import PROJECT_ROOT, data_dir, env_str
 from infra.db import connect_postgres, ensure_schema
 from infra.errors import ConfigError, DatabaseUnavailable
+from infra.reporting import say
 from infra.temporal_client import connect_temporal
 from journal.crash_points import without_crash_at
 from journal.engine import Design, register_runs

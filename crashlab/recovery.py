@@ -14,8 +14,8 @@ import re
 import statistics
 from collections.abc import Mapping, Sequence
 
-from bench.stats import p99
 from crashlab.faults import Injected
+from infra.reporting import p99
 
 _ACTIVITY = re.compile(r"activity (started|ended \(\w+\)): (\S+ \S+ \S+ attempt \d+)")
 _RUN = re.compile(r"run (\S+?):? (opened|completed|failed)")

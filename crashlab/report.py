@@ -7,7 +7,6 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from bench.output import render
 from crashlab.cells import (
     CRASH_POINTS,
     GROCER_ROWS,
@@ -17,6 +16,7 @@ from crashlab.cells import (
     UNCHECKED,
     MatrixResult,
 )
+from infra.reporting import render
 
 
 class MatrixReport(BaseModel):

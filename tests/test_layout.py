@@ -1,14 +1,25 @@
-"""DESIGN.md's arrows, read from the imports: the product (`infra`, `agent`, `activities`,
-`workflows`, `grocer`, `worker.py`, `starter.py`) imports nothing of the crash tool or the lab,
-dependencies point one way, and the tool imports nothing of ours."""
+"""The layout's arrows, read from the imports of every Python file in the repository.
+
+- The product (`infra`, `agent`, `activities`, `workflows`, `grocer`, `worker.py`, `starter.py`)
+  points one way — workflows → activities → agent → infra, grocer → infra — and imports nothing
+  of the crash tool or the labs: the production image carries no crash machinery.
+- The journal uses the agent and infra; the crash tool (`crashtest/src`) imports nothing of ours.
+- The labs: `bench` may use `crashlab`, never the reverse (what both use lives in `infra`);
+  `examples` use the tool and the product; `tests` may use everything.
+- Outside `crashtest/`, the tool is used through its public surface (`temporal_crashtest`, its
+  `worker` module for `python -m`), never a private `_module`.
+- No import circle between modules, and no two folders that import each other.
+"""
 
 from __future__ import annotations
 
 import ast
+from collections import defaultdict
 from pathlib import Path
 
 from tests.helpers import ROOT
 
+PRODUCT = {"infra", "agent", "activities", "workflows", "grocer", "worker", "starter"}
 # What each part may import of this repository (itself always).
 MAY_IMPORT: dict[str, set[str]] = {
     "infra": set(),
@@ -20,37 +31,108 @@ MAY_IMPORT: dict[str, set[str]] = {
     "worker": {"workflows", "activities", "agent", "infra"},
     "starter": {"workflows", "activities", "agent", "infra"},
     "temporal_crashtest": set(),
+    "crashlab": {*PRODUCT, "journal", "temporal_crashtest"},
+    "bench": {*PRODUCT, "journal", "temporal_crashtest", "crashlab"},
+    "examples": {*PRODUCT, "temporal_crashtest"},
+    "tests": {*PRODUCT, "journal", "temporal_crashtest", "crashlab", "bench", "examples"},
 }
-OURS = {*MAY_IMPORT, "crashlab", "bench", "examples", "tests"}
+SKIPPED = {".venv", ".data", ".git", "build", "__pycache__"}
 
 
-def imported(path: Path) -> set[str]:
-    """The top-level names of the absolute imports in a module."""
+def imports(path: Path) -> set[str]:
+    """The dotted names of the absolute imports in a module (`a.b` and, for `from a import b`,
+    both `a` and `a.b`)."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
-            names |= {alias.name.split(".")[0] for alias in node.names}
+            names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module.split(".")[0])
+            names.add(node.module)
+            names |= {f"{node.module}.{alias.name}" for alias in node.names}
     return names
 
 
-def part_files(part: str) -> list[Path]:
-    if part == "temporal_crashtest":
-        return sorted((ROOT / "crashtest" / "src" / part).rglob("*.py"))
-    single = ROOT / f"{part}.py"
-    return [single] if single.exists() else sorted((ROOT / part).rglob("*.py"))
-
-
-def violations() -> list[str]:
-    found = []
-    for part, allowed in MAY_IMPORT.items():
-        for path in part_files(part):
-            for name in sorted(imported(path) & OURS - allowed - {part}):
-                found.append(f"{path.relative_to(ROOT)} imports {name}")
+def python_files() -> dict[str, Path]:
+    """Every module of ours by dotted name (the tool's under `temporal_crashtest`, its tests
+    under `crashtest_tests`)."""
+    found = {}
+    for path in ROOT.rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        if SKIPPED & set(parts) or "histories" in parts:
+            continue
+        if parts[0] == "crashtest":
+            parts = parts[2:] if parts[1] == "src" else ("crashtest_tests", *parts[2:])
+        name = ".".join(parts).removesuffix(".__init__")
+        found[name] = path
     return found
 
 
-def test_dependencies_point_one_way() -> None:
-    assert all(part_files(part) for part in MAY_IMPORT)
-    assert violations() == []
+def part_of(module: str) -> str:
+    return module.split(".")[0]
+
+
+def test_every_part_is_covered() -> None:
+    parts = {part_of(m) for m in python_files()} - {"crashtest_tests"}
+    assert parts == set(MAY_IMPORT), parts ^ set(MAY_IMPORT)
+
+
+def test_dependencies_point_the_allowed_way() -> None:
+    modules = python_files()
+    ours = set(MAY_IMPORT)
+    found = []
+    for module, path in modules.items():
+        part = part_of(module)
+        if part == "crashtest_tests":
+            continue
+        for name in sorted({part_of(n) for n in imports(path)} & ours - MAY_IMPORT[part] - {part}):
+            found.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert found == []
+
+
+def test_the_tool_is_used_through_its_public_surface_outside_crashtest() -> None:
+    found = []
+    for module, path in python_files().items():
+        if part_of(module) in ("temporal_crashtest", "crashtest_tests"):
+            continue
+        for name in imports(path):
+            if name.startswith("temporal_crashtest.") and name.split(".")[1].startswith("_"):
+                found.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert found == []
+
+
+def test_no_import_circle_and_no_two_way_folders() -> None:
+    modules = python_files()
+    edges = {m: {n for n in imports(p) if n in modules and n != m} for m, p in modules.items()}
+    # Tarjan's strongly connected components: any of more than one module is a circle.
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while (w := stack.pop()) != v:
+                component.append(w)
+            if component:
+                circles.append(sorted([v, *component]))
+
+    for module in modules:
+        if module not in index:
+            visit(module)
+    assert circles == []
+    folders: dict[str, set[str]] = defaultdict(set)
+    for module, targets in edges.items():
+        folders[part_of(module)] |= {part_of(t) for t in targets} - {part_of(module)}
+    two_way = sorted(
+        {tuple(sorted((a, b))) for a in folders for b in folders[a] if a in folders[b]}
+    )
+    assert two_way == []

@@ -45,9 +45,10 @@ from temporal_crashtest._crash_test import (
 )
 from temporal_crashtest._errors import CrashTestError, InputError
 from temporal_crashtest._exits import EXIT_ALL_MATCH, EXIT_BAD_INPUT, EXIT_SOME_DIFFER, exit_now
-from temporal_crashtest._forkserver import ForkedServer, NotForked, fork_here
+from temporal_crashtest._forkserver import fork_here
 from temporal_crashtest._loading import load_callable, workflow_type
 from temporal_crashtest._model import Observe, Target
+from temporal_crashtest._processes import ForkedServer, NotForked
 from temporal_crashtest._report import Cell
 from temporal_crashtest._runner import DEFAULT_DEADLINE_S
 

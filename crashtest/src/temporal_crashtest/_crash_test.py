@@ -21,11 +21,10 @@ from typing import Any
 from temporal_crashtest._connect import configured, connect
 from temporal_crashtest._devserver import LOCAL_SERVER, PrivateDevServer, listening
 from temporal_crashtest._errors import CrashTestAborted, CrashTestError, InputError
-from temporal_crashtest._forkserver import ForkedServer, NotForked
 from temporal_crashtest._loading import load_callable, load_data_converter, load_plugins
 from temporal_crashtest._model import Drive, Observe, Target, to_json
 from temporal_crashtest._points import MAX_REPEAT, CrashPoint
-from temporal_crashtest._processes import Processes
+from temporal_crashtest._processes import ForkedServer, NotForked, Processes
 from temporal_crashtest._report import Cell, Report, differences, short
 from temporal_crashtest._runner import DEFAULT_DEADLINE_S, Runner, run_cells
 

@@ -24,13 +24,12 @@ import os
 import select
 import signal
 import sys
-from dataclasses import dataclass
 from typing import IO, Any
 
 from temporal_crashtest._errors import InputError
 from temporal_crashtest._exits import exit_now
 from temporal_crashtest._loading import load_callable, load_data_converter, load_plugins
-from temporal_crashtest._processes import die_with_parent
+from temporal_crashtest._processes import ForkedServer, NotForked, die_with_parent
 
 REAP_EVERY_S = 0.02  # how soon a worker's end is reported
 
@@ -54,23 +53,6 @@ def _hash_the_code() -> None:
     hash_the_code = getattr(sdk_worker, "load_default_build_id", None)
     if callable(hash_the_code):
         hash_the_code()
-
-
-@dataclass(frozen=True)
-class ForkedServer:
-    """A fork server this process forked: its pid, the fd to write requests to, the fd to read
-    answers from."""
-
-    pid: int
-    requests_fd: int
-    answers_fd: int
-
-
-@dataclass(frozen=True)
-class NotForked:
-    """Why no fork server was forked from this process ("" when none was tried)."""
-
-    why: str
 
 
 def fork_here() -> ForkedServer | NotForked:
@@ -121,7 +103,7 @@ def _answer(out: IO[str], message: dict[str, Any]) -> None:
 
 def _run_worker(request: dict[str, Any]) -> int:
     """In the forked child: become the worker process the request describes."""
-    from temporal_crashtest import worker
+    import temporal_crashtest.worker as worker
 
     log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(log, 1)

@@ -11,11 +11,9 @@ import os
 import signal
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
-
-if TYPE_CHECKING:
-    from temporal_crashtest._forkserver import ForkedServer
+from typing import Any, Protocol
 
 
 class Child(Protocol):
@@ -34,6 +32,23 @@ class Child(Protocol):
     def terminate(self) -> None: ...
 
     def kill(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class ForkedServer:
+    """A fork server this process forked: its pid, the fd to write requests to, the fd to read
+    answers from."""
+
+    pid: int
+    requests_fd: int
+    answers_fd: int
+
+
+@dataclass(frozen=True)
+class NotForked:
+    """Why no fork server was forked from this process ("" when none was tried)."""
+
+    why: str
 
 
 class Forked:

@@ -1,5 +1,7 @@
-"""What the labs and benches print: tables (aligned columns for a terminal, or Markdown), and
-progress lines on stderr."""
+"""What the labs and the benches print — tables (aligned columns for a terminal, or Markdown),
+progress lines on stderr — and the p99 their figures report. Here, below both, so that the crash
+lab and the bench each use it without importing the other (the bench uses the lab; never the
+reverse)."""
 
 from __future__ import annotations
 
@@ -28,3 +30,9 @@ def render(head: Sequence[str], rows: Sequence[Sequence[str]], *, markdown: bool
         return "  ".join(out).rstrip()
 
     return "\n".join(line(r) for r in [head, *rows])
+
+
+def p99(values: list[float]) -> float:
+    """The 99th percentile of `values` (nearest rank; with fewer than 100, the largest few)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
