@@ -6,9 +6,9 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from agent.steps import STEPS, Effect
+from agent.steps import STEP_NAMES, STEPS, Effect
 from infra.errors import ConfigError
-from journal.crash_points import CrashPoint, Moment
+from journal.crash_points import StepCrashPoint, StepMoment
 
 Engine = Literal["journal", "temporal"]
 
@@ -18,8 +18,8 @@ TEMPORAL_DESIGNS = ("none", "run", "workflow")  # the Temporal key strategies
 # next step (a Temporal worker has no next activity to crash in after the last one).
 CRASH_POINTS = (
     "none",
-    *(f"{Moment.AFTER_EFFECT}:{step.number}" for step in STEPS),
-    *(f"{Moment.AFTER_CHECKPOINT}:{step.number}" for step in STEPS[:-1]),
+    *(f"{StepMoment.AFTER_EFFECT}:{step.number}" for step in STEPS),
+    *(f"{StepMoment.AFTER_CHECKPOINT}:{step.number}" for step in STEPS[:-1]),
 )
 RESET = "reset"  # Temporal only: reset a completed run to before the order step
 # Temporal only: orders at the grocer, whose keys live 1 s, and the week run again after the key
@@ -58,8 +58,8 @@ class MatrixCell(BaseModel, frozen=True):
         if self.design == "naive":
             return False  # starts over: repeats at least the first model call
         if self.design in ("checkpoint", "none"):  # a journal or history, but no keys
-            point = CrashPoint.parse(self.crash_at)
-            return not (point.moment is Moment.AFTER_EFFECT and point.position in EFFECT_STEPS)
+            point = StepCrashPoint.parse(self.crash_at, STEP_NAMES)
+            return not (point.moment is StepMoment.AFTER_EFFECT and point.step in EFFECT_STEPS)
         return True
 
 

@@ -9,7 +9,7 @@ from agent.data import Summary
 from agent.grocer import Grocer
 from agent.llm import Model
 from agent.steps import CHECK_PANTRY, CHOOSE, PLACE_ORDER, PLAN, SEND_CONFIRMATION, SUMMARISE
-from journal.crash_points import CrashPoint
+from journal.crash_points import StepCrashPoint
 from journal.engine import Design, Journal, Pause
 
 
@@ -29,7 +29,7 @@ async def run_to_completion(
     run_id: str,
     design: Design,
     household: str,
-    crash_at: CrashPoint | None = None,
+    crash_at: StepCrashPoint | None = None,
     pause: Pause | None = None,
     grocer: Grocer | None = None,
 ) -> Summary:

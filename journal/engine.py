@@ -35,7 +35,7 @@ from pydantic import BaseModel
 from agent.steps import STEPS, Effect, Step
 from infra.config import parse_choice
 from infra.errors import AgentError, ConfigError
-from journal.crash_points import CrashPoint, Moment, crash_now
+from journal.crash_points import StepCrashPoint, StepMoment, crash_now
 
 T = TypeVar("T", bound=BaseModel)
 Pause = tuple[float, float]  # sleep a random low..high seconds (STEP_PAUSE_MS)
@@ -129,7 +129,7 @@ class Journal:
         run_id: str,
         design: Design,
         saved: dict[int, tuple[str, Any]],
-        crash_at: CrashPoint | None,
+        crash_at: StepCrashPoint | None,
         pause: Pause | None,
     ) -> None:
         self.conn = conn
@@ -146,7 +146,7 @@ class Journal:
         run_id: str,
         design: Design,
         household: str,
-        crash_at: CrashPoint | None = None,
+        crash_at: StepCrashPoint | None = None,
         pause: Pause | None = None,
     ) -> Journal:
         params = {"run_id": run_id, "design": design.value, "household": household}
@@ -188,34 +188,34 @@ class Journal:
         await self._pause()
         if self.design is Design.NAIVE:
             result = await fn(StepContext(self.conn, None))
-            self._crash_if(Moment.AFTER_EFFECT, n)
-            self._crash_if(Moment.AFTER_CHECKPOINT, n)  # nothing is saved in between
+            self._crash_if(StepMoment.AFTER_EFFECT, n)
+            self._crash_if(StepMoment.AFTER_CHECKPOINT, n)  # nothing is saved in between
             return result
 
         if spec.effect is Effect.DATABASE and self.design is Design.TRANSACTIONAL:
             async with self.conn.transaction():
                 result = await fn(StepContext(self.conn, None))
                 # A crash here aborts the transaction: the effect vanishes with its checkpoint.
-                self._crash_if(Moment.AFTER_EFFECT, n)
+                self._crash_if(StepMoment.AFTER_EFFECT, n)
                 await self._save(n, name, result)
         else:
             keyed = self.design in (Design.DURABLE, Design.TRANSACTIONAL)
             result = await fn(StepContext(self.conn, f"{self.run_id}:{n}" if keyed else None))
             # THE CRASH WINDOW: the effect is committed and its checkpoint is not. A resumed run
             # runs this step again; only the idempotency key keeps it from doing the effect twice.
-            self._crash_if(Moment.AFTER_EFFECT, n)
+            self._crash_if(StepMoment.AFTER_EFFECT, n)
             await self._pause()
             await self._save(n, name, result)
-        self._crash_if(Moment.AFTER_CHECKPOINT, n)
+        self._crash_if(StepMoment.AFTER_CHECKPOINT, n)
         return result
 
     async def _pause(self) -> None:
         if self.pause is not None:
             await asyncio.sleep(random.uniform(*self.pause))
 
-    def _crash_if(self, moment: Moment, n: int) -> None:
+    def _crash_if(self, moment: StepMoment, n: int) -> None:
         point = self.crash_at
-        if point is not None and point.moment is moment and point.position == n:
+        if point is not None and point.moment is moment and point.step == n:
             crash_now(point)
 
     async def _save(self, n: int, name: str, output: BaseModel) -> None:
