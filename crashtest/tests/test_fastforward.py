@@ -3,13 +3,22 @@ follow with another, never the last one; and the CRASH line that carries the att
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import dataclasses
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
-from temporal_crashtest._interceptor import Attempt, CrashSite, Stamp, crash_line, read_crash_line
+from temporal_crashtest._interceptor import (
+    Attempt,
+    CrashSite,
+    Stamp,
+    crash_line,
+)
 from temporal_crashtest._points import Moment
+from temporal_crashtest._status import StatusWriter, WorkerStatus
 from temporalio import activity
 from temporalio.common import RetryPolicy
 from temporalio.testing import ActivityEnvironment
@@ -46,15 +55,34 @@ def test_the_last_attempt_is_left_to_its_timeout() -> None:
     assert not Attempt.of(late).retryable
 
 
-def test_the_crash_line_carries_the_boundaries_in_flight_and_the_attempts_held() -> None:
-    held = Attempt.of(info(task_token=b"\x00token\xff", activity_id="7"))
+def test_the_status_channel_carries_the_boundaries_in_flight_and_the_attempts_held(
+    tmp_path: Path,
+) -> None:
+    """What a worker sends before it dies arrives whole and in order, however long (100 held
+    attempts: past a pipe's atomic write), and is all there once the worker is gone (`drain`)."""
+    held = [Attempt.of(info(task_token=b"\x00token\xff" * 20, activity_id=str(n)))
+            for n in range(100)]  # fmt: skip
     stamp = Stamp("root", "@1", 3, "charge", local=False)
-    line = crash_line(CrashSite(Moment.AFTER_EFFECT, "@1", 2), "charge returned", [stamp], [held])
-    read = read_crash_line(f"some output\n{line}\n")
-    assert read is not None
-    running, attempts = read
-    assert running == [{"scope": "@1", "position": 3}]
-    assert attempts == [held]
-    assert attempts[0].task_token() == b"\x00token\xff"
-    assert held.token == base64.b64encode(b"\x00token\xff").decode()
-    assert read_crash_line("no crash here\n") is None
+
+    async def exchange() -> WorkerStatus:
+        status = WorkerStatus.listen(tmp_path / "w.status")
+        worker = StatusWriter(str(status.path))
+        worker.send("warm")
+        worker.send("ready", identity="1@host", sticky_s=1.0)
+        worker.send("crash", in_flight=[{"scope": stamp.scope, "position": stamp.position}],
+                    attempts=[dataclasses.asdict(a) for a in held])  # fmt: skip
+        status.drain()
+        status.close()
+        return status
+
+    status = asyncio.run(exchange())
+    assert status.warm.is_set() and status.ready.is_set()
+    assert status.facts == {"identity": "1@host", "sticky_s": 1.0}
+    assert status.crash is not None
+    assert status.crash["in_flight"] == [{"scope": "@1", "position": 3}]
+    attempts = [Attempt(**a) for a in status.crash["attempts"]]
+    assert attempts == held
+    assert attempts[0].task_token() == b"\x00token\xff" * 20
+    assert held[0].token == base64.b64encode(b"\x00token\xff" * 20).decode()
+    line = crash_line(CrashSite(Moment.AFTER_EFFECT, "@1", 2), "charge returned", [stamp], held)
+    assert line.startswith("CRASH after-effect:") and "SIGKILL pid" in line  # for a person

@@ -76,7 +76,9 @@ def test_the_boundaries_are_named_from_the_history() -> None:
 )  # fmt: skip
 def test_recovery_waits_are_read_from_the_history(name: str, expected: list[str]) -> None:
     run, reported = saved(name)
-    waits = recovery_waits(run, labels(run), PRODUCTION_TASK_TIMEOUT_S, killed(run))
+    waits = [
+        str(w) for w in recovery_waits(run, labels(run), PRODUCTION_TASK_TIMEOUT_S, killed(run))
+    ]
     assert waits == expected
     # What the tool reported when it ran: the same, and for a fast-forwarded kill after an
     # effect the sticky queue wait it skipped (read from the worker, not the history).

@@ -281,12 +281,26 @@ def _timeout_kind(timeout_type: TimeoutType.ValueType) -> str:
     return TimeoutType.Name(timeout_type).removeprefix("TIMEOUT_TYPE_").lower().replace("_", "-")
 
 
+@dataclass(frozen=True)
+class Wait:
+    """One timeout a recovery waits on in production: whose (a boundary's label, or "" for the
+    run's own), which, and how long (None: unknown)."""
+
+    whose: str
+    timeout: str  # "heartbeat", "start-to-close", "sticky queue", "workflow task start-to-close"
+    seconds: float | None = None
+
+    def __str__(self) -> str:
+        size = f" {seconds_text(self.seconds)}" if self.seconds is not None else ""
+        return f"{self.whose} {self.timeout} timeout{size}".strip()
+
+
 def recovery_waits(
     run: RunHistory,
     labels: dict[int, str] | None = None,
     task_timeout_s: float | None = None,
     killed: set[str] | None = None,
-) -> list[str]:
+) -> list[Wait]:
     """The timeouts the run waits on in production after its worker was killed, in order: an
     activity attempt that timed out (the worker running it died), or that a fast-forward failed
     at once (`WORKER_KILLED`: the timeout it would have waited on), and workflow tasks that timed
@@ -310,7 +324,7 @@ def recovery_waits(
         ),
         default=0,
     )
-    waits = []
+    waits: list[Wait] = []
     for e in events:
         if e.event_id <= after:
             continue
@@ -332,18 +346,18 @@ def recovery_waits(
                 "start-to-close": scheduled.start_to_close_timeout,
                 "schedule-to-start": scheduled.schedule_to_start_timeout,
             }.get(kind)
-            size = f" {seconds_text(limit.ToTimedelta().total_seconds())}" if limit else ""
+            size = limit.ToTimedelta().total_seconds() if limit else None
             name = (labels or {}).get(started.scheduled_event_id, scheduled.activity_type.name)
-            waits.append(f"{name} {kind} timeout{size}")
+            waits.append(Wait(name, kind, size))
         elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
             timed_out = e.workflow_task_timed_out_event_attributes
             scheduled_at = by_id[timed_out.scheduled_event_id].event_time.ToDatetime()
             waited = (e.event_time.ToDatetime() - scheduled_at).total_seconds()
             if timed_out.timeout_type == TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START:
-                waits.append(f"sticky queue timeout {seconds_text(waited)}")
+                waits.append(Wait("", "sticky queue", waited))
             else:
                 kind = _timeout_kind(timed_out.timeout_type)
-                waits.append(f"workflow task {kind} timeout {seconds_text(task_timeout)}")
+                waits.append(Wait("", f"workflow task {kind}", task_timeout))
     return waits
 
 

@@ -59,6 +59,7 @@ from temporalio.api.common.v1 import Payload
 
 from temporal_crashtest._errors import CrashPointError
 from temporal_crashtest._points import CrashPoint, Moment
+from temporal_crashtest._status import StatusWriter
 
 STAMP_HEADER = "crashtest-boundary"
 SCOPE_HEADER = "crashtest-scope"
@@ -212,7 +213,8 @@ def next_run(scope: str) -> str:
 
 
 def crash_line(site: CrashSite, where: str, in_flight: list[Stamp], attempts: list[Attempt]) -> str:
-    """What a worker prints as it kills itself (`read_crash_line` reads it back)."""
+    """What a worker prints into its log as it kills itself, for a person (the crash test reads
+    the same facts from the worker's status channel)."""
     running = json.dumps([{"scope": s.scope, "position": s.position} for s in in_flight])
     held = json.dumps([asdict(a) for a in attempts])
     return (
@@ -223,19 +225,6 @@ def crash_line(site: CrashSite, where: str, in_flight: list[Stamp], attempts: li
 def _kill(site: CrashSite, where: str, in_flight: list[Stamp], attempts: list[Attempt]) -> None:
     print(crash_line(site, where, in_flight, attempts), file=sys.stderr, flush=True)
     os.kill(os.getpid(), signal.SIGKILL)
-
-
-def read_crash_line(log: str) -> tuple[list[dict[str, Any]], list[Attempt]] | None:
-    """The in-flight boundaries and the held attempts of a log's last CRASH line."""
-    for line in reversed(log.splitlines()):
-        if line.startswith("CRASH ") and IN_FLIGHT in line and ATTEMPTS in line:
-            head, _, held = line.partition(ATTEMPTS)
-            try:
-                running = json.loads(head.rpartition(IN_FLIGHT)[2].rstrip(";"))
-                return running, [Attempt(**a) for a in json.loads(held)]
-            except (ValueError, TypeError):
-                return None
-    return None
 
 
 class _StampingOutbound(worker.WorkflowOutboundInterceptor):
@@ -379,8 +368,10 @@ class CrashInterceptor(client.Interceptor, worker.Interceptor):
         site: CrashSite | CrashPoint | None = None,
         workflow_id: str | None = None,
         task_timeout: timedelta | None = None,
+        status: StatusWriter | None = None,
     ) -> None:
         self.site = CrashSite.of(site) if isinstance(site, CrashPoint) else site
+        self.status = status or StatusWriter(None)  # where the crash is reported before it
         self.workflow_id = workflow_id
         self.task_timeout = task_timeout  # for the child workflows and the chain's next runs
         self.running: dict[int, Stamp] = {}  # activities executing in this process now
@@ -390,7 +381,12 @@ class CrashInterceptor(client.Interceptor, worker.Interceptor):
     def kill(self, site: CrashSite, where: str, also: Attempt | None = None) -> None:
         with workflow.unsafe.sandbox_unrestricted():
             held = [*self.attempts.values(), *([also] if also else [])]
-            _kill(site, where, list(self.running.values()), held)
+            running = list(self.running.values())
+            self.status.send(
+                "crash", in_flight=[{"scope": s.scope, "position": s.position} for s in running],
+                attempts=[asdict(a) for a in held],
+            )  # fmt: skip
+            _kill(site, where, running, held)
 
     def intercept_activity(
         self, next: worker.ActivityInboundInterceptor

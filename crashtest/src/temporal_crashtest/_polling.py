@@ -104,12 +104,23 @@ def _open_timers(history: WorkflowHistory) -> int:
 
 
 @dataclass(frozen=True)
-class Progress:
-    """What a run that has not ended is doing: stuck (it cannot go on, and why), idle (nothing
-    pending anywhere in its tree: it waits for a message), or neither."""
+class Going:
+    """The run has something pending: an activity, a workflow task, a timer, a child."""
 
-    stuck: str | None = None
-    idle: bool = False
+
+@dataclass(frozen=True)
+class Idle:
+    """Nothing is pending anywhere in the run's tree: it waits for a message."""
+
+
+@dataclass(frozen=True)
+class Stuck:
+    """The run cannot go on, and why."""
+
+    why: str
+
+
+Progress = Going | Idle | Stuck
 
 
 async def progress_of(
@@ -137,7 +148,7 @@ async def progress_of(
             slow = failures and DEADLOCK in failures[-1]
             if failures and (not slow or pending.attempt >= DEADLOCK_ATTEMPTS):
                 first = with_likely_cause(failures[-1])
-                return Progress(stuck=f"the workflow task fails on the worker{what}: {first}")
+                return Stuck(f"the workflow task fails on the worker{what}: {first}")
         for a in raw.pending_activities:
             timed_out = a.last_failure.HasField("timeout_failure_info")
             killed = a.last_failure.application_failure_info.type == WORKER_KILLED
@@ -147,7 +158,7 @@ async def progress_of(
                 and not (timed_out or killed)
             ):
                 first = with_likely_cause(a.last_failure.message)
-                return Progress(stuck=f"activity {a.activity_type.name}{what} fails on every "
+                return Stuck(f"activity {a.activity_type.name}{what} fails on every "
                                 f"attempt (attempt {a.attempt}): {first}")  # fmt: skip
         waiting = datetime.now(UTC) - pending.scheduled_time.ToDatetime(tzinfo=UTC)
         if (
@@ -165,10 +176,10 @@ async def progress_of(
                 )
             )
             if not pollers.pollers:
-                return Progress(stuck=(
+                return Stuck(
                     f"no worker takes workflow tasks from task queue {queue}: does the factory's "
                     f"Worker register the workflow {run.description.workflow_type}?"
-                ))  # fmt: skip
+                )  # fmt: skip
         if (
             raw.HasField("pending_workflow_task")
             or raw.pending_activities
@@ -178,7 +189,7 @@ async def progress_of(
             or _open_timers(await run.handle.fetch_history())
         ):
             idle = False
-    return Progress(idle=idle)
+    return Idle() if idle else Going()
 
 
 async def what_it_waits_on(handle: WorkflowHandle[Any, Any]) -> str:

@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import inspect
 import itertools
-import json
 import os
 import re
 import signal
@@ -38,29 +37,39 @@ from temporal_crashtest._fastforward import SHORT_TASK_TIMEOUT, fast_forward
 from temporal_crashtest._history import (
     Boundary,
     RunHistory,
+    Wait,
     read_tree,
     recovery_waits,
     unexplained_activity_attempts,
     unexplained_task_timeouts,
     with_likely_cause,
 )
-from temporal_crashtest._interceptor import CrashSite, read_crash_line
+from temporal_crashtest._interceptor import Attempt, CrashSite
 from temporal_crashtest._model import CellPoint, Drive, Observe, Reference, Target, to_json
 from temporal_crashtest._points import Moment
-from temporal_crashtest._polling import progress_of, tree_histories, what_it_waits_on
+from temporal_crashtest._polling import Idle, Stuck, progress_of, tree_histories, what_it_waits_on
 from temporal_crashtest._processes import Child, Processes
 from temporal_crashtest._report import Cell, differences
-from temporal_crashtest.worker import FACTS, GO, PARENT_PID_ENV, READY, WARM
+from temporal_crashtest._status import WorkerStatus
+from temporal_crashtest.worker import GO, PARENT_PID_ENV
 
 DEFAULT_DEADLINE_S = 120.0
 DEFAULT_TASK_TIMEOUT_S = 10.0  # the server's, for a run started without one
 WORKFLOW_TASK_CHECK_S = 2.0  # how often a waiting cell asks whether its run is stuck or idle
 IDLE_CHECKS = 2  # a run seen idle this many checks in a row is reported
-WARM_CHECK_S = 0.01  # how often the runner looks whether a warm worker is built
 
 
 class _CellFailed(Exception):
     """A cell could not be run as designed (not: the state differs, which is a result)."""
+
+
+@dataclass
+class _Worker:
+    """A worker process of a cell, and what it has told of its state."""
+
+    name: str
+    child: Child
+    status: WorkerStatus
 
 
 @dataclass
@@ -130,9 +139,9 @@ class Runner:
         *,
         warm: bool = False,
         task_timeout: timedelta | None = None,
-    ) -> Child:
+    ) -> _Worker:
         """`python -m temporal_crashtest.worker` for the target, crashing at `crash_at` if given
-        (`warm`: built, polling once it gets GO)."""
+        (`warm`: built, polling once it gets GO), and the channel it reports its state on."""
         args = ["-m", "temporal_crashtest.worker", "--worker", target.worker]
         args += ["--task-queue", task_queue]
         args += ["--address", self.address, "--namespace", self.namespace]
@@ -148,9 +157,16 @@ class Runner:
             args += ["--task-timeout-s", f"{task_timeout.total_seconds():g}"]
         if warm:
             args += ["--warm"]
-        return await self.procs.start_worker(
-            name, args, **target.env, **{PARENT_PID_ENV: str(os.getpid())}
-        )
+        status = WorkerStatus.listen(self.procs.log_dir / f"{name}.status")
+        args += ["--status", str(status.path)]
+        try:
+            child = await self.procs.start_worker(
+                name, args, **target.env, **{PARENT_PID_ENV: str(os.getpid())}
+            )
+        except BaseException:
+            status.close()
+            raise
+        return _Worker(name, child, status)
 
     async def observe(self, workflow_id: str) -> Any:
         try:
@@ -280,24 +296,25 @@ class Runner:
             short = SHORT_TASK_TIMEOUT
         names = (f"{queue}-{letter}" for letter in "abcdefghijkl")
 
-        async def worker(stage: int, warm: bool) -> tuple[str, Child]:
+        async def worker(stage: int, warm: bool) -> _Worker:
             """The worker of `stage` (0: the first); the last one does not crash."""
             name = next(names)
             crash = site if stage < crashes else None
-            child = await self.start_worker(target, name, queue, crash,
-                                            run.workflow_id if crash else None, warm=warm,
-                                            task_timeout=short)  # fmt: skip
-            workers.append(child)
-            return name, child
+            started = await self.start_worker(
+                target, name, queue, crash, run.workflow_id if crash else None, warm=warm,
+                task_timeout=short,
+            )  # fmt: skip
+            workers.append(started)
+            return started
 
-        workers: list[Child] = []
+        workers: list[_Worker] = []
         result: asyncio.Future[Any] | None = None
         try:
-            name, current = await worker(0, warm=False)
+            current = await worker(0, warm=False)
             successor = await worker(1, warm=True) if crashes else None
             result = await self._start(target, run, queue, short)
             for stage in range(crashes):
-                await self._until_one_ends(run, result, current, name, deadline)
+                await self._until_one_ends(run, result, current, deadline)
                 if result.done():
                     if stage == 0:
                         raise _CellFailed(
@@ -305,20 +322,23 @@ class Runner:
                             "reached: the run ended while the worker was still alive"
                         )
                     break  # the recovery did not pass the point again: that is its answer
-                if current.returncode != -signal.SIGKILL:
+                if current.child.returncode != -signal.SIGKILL:
                     raise _CellFailed(
-                        f"the crashing worker exited with code {current.returncode} before "
-                        f"{point.crash_at if point else ''}: {self.procs.last_line(name)}"
+                        f"the crashing worker exited with code {current.child.returncode} "
+                        f"before {point.crash_at if point else ''}: "
+                        f"{self.procs.last_line(current.name)}"
                     )
                 run.crashes += 1
-                killed = self.procs.log(name)
-                running, attempts = read_crash_line(killed) or ([], [])
-                facts = _facts(killed)
+                current.status.drain()  # what it wrote before it died is all there
+                crash = current.status.crash or {}
+                attempts = [Attempt(**a) for a in crash.get("attempts", [])]
+                facts = current.status.facts
                 run.killed.append(str(facts.get("identity")))
                 run.kills.append(datetime.now(UTC).replace(tzinfo=None))
                 if run.killed_at is None:
                     run.killed_at = time.monotonic()
-                    run.in_flight = [f"{r['scope']}:{r['position']}" for r in running]
+                    run.in_flight = [f"{r['scope']}:{r['position']}" for r in crash.get(
+                        "in_flight", [])]  # fmt: skip
                     run.sticky_s = facts.get("sticky_s")
                 if not self.real_timeouts and run.handle is not None:
                     done = await fast_forward(self.client, run.handle, attempts,
@@ -326,15 +346,15 @@ class Runner:
                     run.fast_forward = run.fast_forward or done
                 await asyncio.sleep(target.resume_after_s)  # e.g. past an idempotency key's TTL
                 assert successor is not None
-                name, current = successor
-                await self._go(current, name, deadline)
+                current = successor
+                await self._go(current, deadline)
                 if stage + 1 < crashes:
                     successor = await worker(stage + 2, warm=True)
-            await self._until_one_ends(run, result, current, name, deadline)
+            await self._until_one_ends(run, result, current, deadline)
             if not result.done():
                 raise _CellFailed(
-                    f"the worker exited with code {current.returncode} before the run ended: "
-                    f"{with_likely_cause(self.procs.last_line(name))}"
+                    f"the worker exited with code {current.child.returncode} before the run "
+                    f"ended: {with_likely_cause(self.procs.last_line(current.name))}"
                 )
             self._ended(run, result)
             if run.killed_at is not None and point is not None and run.handle is not None:
@@ -343,16 +363,26 @@ class Runner:
         finally:
             await self._finish(run, result, workers)
 
-    async def _go(self, worker: Child, name: str, deadline: float) -> None:
-        """Tell a warm worker to poll, once it is built (a signal before its handler is set
-        would end it)."""
-        while WARM not in self.procs.log(name) and worker.returncode is None:
-            if time.monotonic() > deadline:
+    async def _go(self, worker: _Worker, deadline: float) -> None:
+        """Tell a warm worker to poll, once it says it is built (a signal before its handler is
+        set would end it)."""
+        warm = asyncio.ensure_future(worker.status.warm.wait())
+        exited = asyncio.ensure_future(worker.child.wait())
+        try:
+            await asyncio.wait(
+                {warm, exited}, timeout=max(0.0, deadline - time.monotonic()),
+                return_when=asyncio.FIRST_COMPLETED,
+            )  # fmt: skip
+        finally:
+            warm.cancel()
+            exited.cancel()
+        if not worker.status.warm.is_set():
+            if worker.child.returncode is None:
                 raise _CellFailed(f"the next worker was not built in time: "
-                                  f"{self.procs.last_line(name)}")  # fmt: skip
-            await asyncio.sleep(WARM_CHECK_S)
+                                  f"{self.procs.last_line(worker.name)}")  # fmt: skip
+            return  # it exited: waiting for the run says how
         with contextlib.suppress(ProcessLookupError):
-            worker.send_signal(GO)
+            worker.child.send_signal(GO)
 
     async def _read_waits(
         self, run: _Run, point: CellPoint, reference: Reference | None, short: timedelta | None
@@ -382,10 +412,11 @@ class Runner:
             production = attrs.workflow_task_timeout.ToTimedelta().total_seconds()
             if same is None:
                 production = DEFAULT_TASK_TIMEOUT_S
-        run.waited_on = recovery_waits(crashed, by_event, production, set(run.killed))
+        waits = recovery_waits(crashed, by_event, production, set(run.killed))
+        run.waited_on = [str(wait) for wait in waits]
         if not self.real_timeouts and not _holds_a_task(point) and run.sticky_s:
             # The next workflow task would have gone to the dead worker's sticky queue first.
-            run.waited_on.append(f"sticky queue timeout {run.sticky_s:.1f} s")
+            run.waited_on.append(str(Wait("", "sticky queue", run.sticky_s)))
 
     @staticmethod
     def _scheduled_ids(crashed: RunHistory, b: Boundary) -> dict[int, str]:
@@ -401,7 +432,7 @@ class Runner:
         self,
         run: _Run,
         result: asyncio.Future[Any] | None,
-        workers: list[Child],
+        workers: list[_Worker],
     ) -> None:
         if run.drive is not None and not run.drive.done():
             run.drive.cancel()
@@ -410,21 +441,22 @@ class Runner:
             if run.handle is not None:
                 with contextlib.suppress(Exception):  # closed already, or the server is gone
                     await run.handle.terminate(reason="crashtest: the cell gave up")
-        await asyncio.gather(*(self.procs.stop(w) for w in workers))
+        await asyncio.gather(*(self.procs.stop(w.child) for w in workers))
+        for w in workers:
+            w.status.close()
 
     async def _reset(self, target: Target, point: CellPoint, run: _Run) -> None:
         """Run to the end; reset to the workflow task before the boundary; run to the end."""
         deadline = time.monotonic() + self.deadline_s
         queue = run.workflow_id
-        name = f"{queue}-a"
-        worker = await self.start_worker(target, name, queue)
+        worker = await self.start_worker(target, f"{queue}-a", queue)
         result: asyncio.Future[Any] | None = None
         try:
             result = await self._start(target, run, queue)
-            await self._until_one_ends(run, result, worker, name, deadline)
+            await self._until_one_ends(run, result, worker, deadline)
             if not result.done():
                 raise _CellFailed(f"the worker exited before the run ended: "
-                                  f"{self.procs.last_line(name)}")  # fmt: skip
+                                  f"{self.procs.last_line(worker.name)}")  # fmt: skip
             self._ended(run, result)
             assert run.handle is not None
             tree = read_tree(await self._histories(run.handle))
@@ -455,10 +487,10 @@ class Runner:
             result = asyncio.ensure_future(run.handle.result())
             result.add_done_callback(lambda f: f.cancelled() or f.exception())
             run.failure = None
-            await self._until_one_ends(run, result, worker, name, deadline)
+            await self._until_one_ends(run, result, worker, deadline)
             if not result.done():
                 raise _CellFailed(f"the worker exited before the reset run ended: "
-                                  f"{self.procs.last_line(name)}")  # fmt: skip
+                                  f"{self.procs.last_line(worker.name)}")  # fmt: skip
             self._ended(run, result)
             run.recovery_s = time.monotonic() - run.killed_at
         finally:
@@ -468,15 +500,14 @@ class Runner:
         self,
         run: _Run,
         result: asyncio.Future[Any],
-        worker: Child,
-        name: str,
+        worker: _Worker,
         deadline: float,
     ) -> None:
         """Wait until the run ends or the worker exits. A run that cannot go on (a workflow task
         that keeps failing, an activity failing on every attempt, nobody polling) or that sits
         idle ends the wait within seconds; past the deadline, say what the run is waiting on."""
         assert run.handle is not None
-        exited = asyncio.ensure_future(worker.wait())
+        exited = asyncio.ensure_future(worker.child.wait())
         idle_checks = 0
         ready_at: float | None = None  # when the worker said it polls
         try:
@@ -496,14 +527,14 @@ class Runner:
                     error = run.drive.exception()
                     if error is not None:
                         raise _CellFailed(f"drive raised {type(error).__name__}: {error}")
-                if ready_at is None and READY in self.procs.log(name):
+                if ready_at is None and worker.status.ready.is_set():
                     ready_at = time.monotonic()
                 ready_for_s = None if ready_at is None else time.monotonic() - ready_at
                 progress = await progress_of(self.client, run.handle, ready_for_s)
-                if progress.stuck is not None:
-                    raise _CellFailed(progress.stuck)
+                if isinstance(progress, Stuck):
+                    raise _CellFailed(progress.why)
                 driving = run.drive is not None and not run.drive.done()
-                idle = progress.idle and not driving and ready_at is not None
+                idle = isinstance(progress, Idle) and not driving and ready_at is not None
                 idle_checks = idle_checks + 1 if idle else 0
                 if idle_checks >= IDLE_CHECKS:
                     hint = (
@@ -522,16 +553,6 @@ def _holds_a_task(point: CellPoint) -> bool:
     """Whether the kill comes while the worker holds a workflow task: after a checkpoint, it
     kills in the workflow; a local activity runs inside its workflow task."""
     return point.moment is Moment.AFTER_CHECKPOINT or point.boundary.local
-
-
-def _facts(log: str) -> dict[str, Any]:
-    """A worker's identity and sticky queue timeout, from its READY line."""
-    for line in log.splitlines():
-        if line.startswith(READY) and FACTS in line:
-            with contextlib.suppress(ValueError):
-                facts = json.loads(line.partition(FACTS)[2])
-                return facts if isinstance(facts, dict) else {}
-    return {}
 
 
 ProgressFn = Callable[[int, int, Cell], None]

@@ -30,13 +30,14 @@ from temporal_crashtest._exits import EXIT_BAD_INPUT, exit_now
 from temporal_crashtest._interceptor import CrashInterceptor, CrashSite
 from temporal_crashtest._loading import call, load_callable, load_data_converter, load_plugins
 from temporal_crashtest._processes import die_with_parent
+from temporal_crashtest._status import StatusWriter
 
 PARENT_PID_ENV = "CRASHTEST_PARENT_PID"
-# Printed once the worker polls its task queue; the runner waits for it before it judges a queue
-# that nobody polls (a worker that is slow to start on a loaded machine is not a broken one).
+# Printed for a person (and sent on --status for the crash test) once the worker polls its task
+# queue: the crash test waits for it before it judges a queue that nobody polls (a worker that is
+# slow to start on a loaded machine is not a broken one).
 READY = "crashtest worker ready:"
 WARM = "crashtest worker warm:"
-FACTS = " facts="  # ends the READY line: JSON of the worker's identity and sticky queue timeout
 GO = signal.SIGUSR1
 
 
@@ -56,6 +57,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--task-timeout-s", type=float,
                         help="start child workflows and continue-as-new runs with this workflow "
                         "task timeout")  # fmt: skip
+    parser.add_argument("--status", help="a FIFO the crash test reads this worker's state from "
+                        "(warm, ready, the crash), as JSON lines")  # fmt: skip
     parser.add_argument("--warm", action="store_true",
                         help="build the worker, then poll only after SIGUSR1")  # fmt: skip
     return parser.parse_args(argv)
@@ -66,6 +69,7 @@ async def serve(args: argparse.Namespace) -> int:
     factory = load_callable(args.worker, "--worker")
     converter = load_data_converter(args.data_converter)
     task_timeout = timedelta(seconds=args.task_timeout_s) if args.task_timeout_s else None
+    status = StatusWriter(args.status)
     go = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(GO, go.set)
@@ -73,7 +77,7 @@ async def serve(args: argparse.Namespace) -> int:
         args.address,
         namespace=args.namespace,
         data_converter=converter,
-        interceptors=[CrashInterceptor(point, args.workflow_id, task_timeout)],
+        interceptors=[CrashInterceptor(point, args.workflow_id, task_timeout, status)],
         plugins=load_plugins(args.plugin),
     )
     worker = await call(factory, client, args.task_queue)
@@ -95,6 +99,7 @@ async def serve(args: argparse.Namespace) -> int:
     if args.warm:
         print(f"{WARM} pid {os.getpid()}, task queue {args.task_queue}", file=sys.stderr,
               flush=True)  # fmt: skip
+        status.send("warm")
         waits = [asyncio.ensure_future(go.wait()), asyncio.ensure_future(stop.wait())]
         await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         for waiting in waits:
@@ -109,8 +114,9 @@ async def serve(args: argparse.Namespace) -> int:
     }
     async with worker:
         crash = f", will SIGKILL itself at {point}" if point else ""
-        print(f"{READY} pid {os.getpid()}, task queue {args.task_queue}{crash};{FACTS}"
+        print(f"{READY} pid {os.getpid()}, task queue {args.task_queue}{crash}; "
               f"{json.dumps(facts)}", file=sys.stderr, flush=True)  # fmt: skip
+        status.send("ready", **facts)
         await stop.wait()
     return 0
 

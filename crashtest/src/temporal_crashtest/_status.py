@@ -1,0 +1,95 @@
+"""What a worker process tells the crash test, as JSON lines on a channel of its own.
+
+The crash test makes a FIFO per worker (`<log_dir>/<name>.status`) and passes its path
+(`--status PATH`); the worker writes one JSON object a line to it: `{"event": "warm"}` once
+built, `{"event": "ready", "identity": ..., "sticky_s": ...}` once it polls, and `{"event":
+"crash", "in_flight": [...], "attempts": [...]}` just before it SIGKILLs itself. One writer a
+FIFO, so lines never interleave, whatever their length. The worker's log keeps the same facts in
+words, for a person; the crash test reads only this channel (`WorkerStatus`), as it comes, with
+no polling of files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+class StatusWriter:
+    """The worker's end: writes an event a line (nothing at all without a channel)."""
+
+    def __init__(self, path: str | None) -> None:
+        self._fd = os.open(path, os.O_WRONLY) if path else None
+
+    def send(self, event: str, **facts: Any) -> None:
+        if self._fd is None:
+            return
+        data = (json.dumps({"event": event, **facts}) + "\n").encode()
+        while data:
+            data = data[os.write(self._fd, data) :]
+
+
+class WorkerStatus:
+    """The crash test's end: the events of one worker, taken as they arrive (the event loop
+    reads the FIFO when it has data) or at once (`drain`, after the worker died: whatever it
+    wrote before is in the FIFO already)."""
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self._fd: int | None = fd
+        self._buffer = b""
+        self.warm = asyncio.Event()
+        self.ready = asyncio.Event()
+        self.facts: dict[str, Any] = {}  # from "ready": the worker's identity, sticky timeout
+        self.crash: dict[str, Any] | None = None  # from "crash": in flight, attempts held
+
+    @classmethod
+    def listen(cls, path: Path) -> WorkerStatus:
+        """Make the FIFO at `path` and take its events from now on (until `close`)."""
+        os.mkfifo(path, 0o600)
+        # Read and write: the FIFO has a writer (this end) before the worker opens it, so that
+        # reading it never sees an end of file, and the worker's open never blocks.
+        fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
+        status = cls(path, fd)
+        asyncio.get_running_loop().add_reader(fd, status.drain)
+        return status
+
+    def drain(self) -> None:
+        """Take every event written so far."""
+        while self._fd is not None:
+            try:
+                chunk = os.read(self._fd, 65536)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            self._buffer += chunk
+        while b"\n" in self._buffer:
+            line, self._buffer = self._buffer.split(b"\n", 1)
+            self._take(line)
+
+    def _take(self, line: bytes) -> None:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return
+        event = message.pop("event", None)
+        if event == "warm":
+            self.warm.set()
+        elif event == "ready":
+            self.facts = message
+            self.ready.set()
+        elif event == "crash":
+            self.crash = message
+
+    def close(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(ValueError, RuntimeError):  # the loop may be closed
+                asyncio.get_running_loop().remove_reader(self._fd)
+            os.close(self._fd)
+            self._fd = None
+        self.path.unlink(missing_ok=True)
