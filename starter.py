@@ -86,8 +86,12 @@ async def wait_telling_why(handle: WorkflowHandle[Any, GroceryResult], queue: st
     result = asyncio.ensure_future(handle.result())
     done, _ = await asyncio.wait({result}, timeout=5)
     if not done:
-        log.warning("still waiting for %s: %s", handle.id, await waiting_on(handle, queue),
-                    extra={"workflow_id": handle.id})  # fmt: skip
+        log.warning(
+            "still waiting for %s: %s",
+            handle.id,
+            await waiting_on(handle, queue),
+            extra={"workflow_id": handle.id},
+        )
     return await result
 
 
@@ -98,8 +102,10 @@ async def waiting_on(handle: WorkflowHandle[Any, GroceryResult], queue: str) -> 
         description = None
     for pending in description.raw_description.pending_activities if description else []:
         if pending.attempt > 1 and pending.last_failure.message:
-            return (f"step {pending.activity_type.name} is being retried (attempt "
-                    f"{pending.attempt}; last: {pending.last_failure.message})")  # fmt: skip
+            return (
+                f"step {pending.activity_type.name} is being retried (attempt "
+                f"{pending.attempt}; last: {pending.last_failure.message})"
+            )
     return f"is a worker running on task queue {queue}? (python worker.py)"
 
 
@@ -152,9 +158,12 @@ async def start_or_find(
     )
     try:
         handle = await client.start_workflow(
-            GroceryAgentWorkflow.run, request, id=workflow_id, task_queue=queue,
+            GroceryAgentWorkflow.run,
+            request,
+            id=workflow_id,
+            task_queue=queue,
             id_reuse_policy=policy,
-        )  # fmt: skip
+        )
         started = True
         ids = {"workflow_id": workflow_id, "workflow_run_id": handle.result_run_id}
         log.info("started %s on task queue %s", workflow_id, queue, extra=ids)
@@ -222,9 +231,14 @@ async def main(args: argparse.Namespace) -> int:
         "ui": link,
         "ordered_before": ordered_before,  # --again: the week's orders before this run
     }
-    log.info("%s %s: order #%s, %s", workflow_id, "completed" if started else "already ran",
-             result.order.order_id, state.counts_text(),
-             extra={"workflow_id": workflow_id, "workflow_run_id": workflow_run_id})  # fmt: skip
+    log.info(
+        "%s %s: order #%s, %s",
+        workflow_id,
+        "completed" if started else "already ran",
+        result.order.order_id,
+        state.counts_text(),
+        extra={"workflow_id": workflow_id, "workflow_run_id": workflow_run_id},
+    )
     if args.json:
         print(json.dumps(outcome))
         return 0

@@ -128,8 +128,9 @@ async def main(interceptors: Sequence[Interceptor] = ()) -> int:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, stop.set)
             async with make_worker(client, pool, queue, grocer):
-                log.info("worker ready: pid %d, task queue %s, keys %s", os.getpid(), queue,
-                         strategy)  # fmt: skip
+                log.info(
+                    "worker ready: pid %d, task queue %s, keys %s", os.getpid(), queue, strategy
+                )
                 await stop.wait()
                 log.info("shutting down")
             health.cancel()

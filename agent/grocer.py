@@ -88,8 +88,9 @@ class GrocerClient:
         try:
             return [GrocerOrder.model_validate(o) for o in data["orders"]]
         except (KeyError, TypeError, ValueError):
-            raise GrocerRefused(f"the grocer's answer to GET /orders is not a list of orders: "
-                                f"{str(data)[:200]}") from None  # fmt: skip
+            raise GrocerRefused(
+                f"the grocer's answer to GET /orders is not a list of orders: {str(data)[:200]}"
+            ) from None
 
     async def _call(self, method: str, path: str, **kwargs: Any) -> tuple[Any, bool]:
         """The answer's body, and whether the grocer replayed an earlier answer to the key."""
@@ -109,8 +110,9 @@ class GrocerClient:
         except ValueError:
             data = None
         if data is None and status < 300:
-            raise GrocerRefused(f"the grocer's answer to {method} {path} ({status}) is not JSON: "
-                                f"{text[:200]!r}")  # fmt: skip
+            raise GrocerRefused(
+                f"the grocer's answer to {method} {path} ({status}) is not JSON: {text[:200]!r}"
+            )
         if status < 300:
             return data, replayed
         error = data.get("error", data) if isinstance(data, dict) else (data or text[:200])

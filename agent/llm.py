@@ -170,10 +170,12 @@ def max_answer_bytes() -> int:
     """MODEL_MAX_ANSWER_BYTES (default 65536, at most 1048576): the largest answer kept."""
     return int(
         env_number(
-            "MODEL_MAX_ANSWER_BYTES", DEFAULT_MAX_ANSWER_BYTES, minimum=1,
+            "MODEL_MAX_ANSWER_BYTES",
+            DEFAULT_MAX_ANSWER_BYTES,
+            minimum=1,
             maximum=MAX_ANSWER_BYTES_LIMIT,
         )
-    )  # fmt: skip
+    )
 
 
 class _Unstorable(ValueError):
@@ -254,13 +256,21 @@ async def call_model(
     """
     for n in range(1, MODEL_CALLS_PER_STEP + 1):
         call_key = None if key is None else key if n == 1 else f"{key}#{n}"
-        recorded = None if call_key is None else await find_by_key(
-            conn, "model_calls", call_key, ["id", "response"]
-        )  # fmt: skip
+        recorded = (
+            None
+            if call_key is None
+            else await find_by_key(conn, "model_calls", call_key, ["id", "response"])
+        )
         if recorded is not None:
             call_id, response = recorded
-            log_effect(EffectEvent.DUPLICATE_REFUSED, "model_calls", call_key, call_id,
-                       run_id=run_id, how="the recorded answer, not a new call")  # fmt: skip
+            log_effect(
+                EffectEvent.DUPLICATE_REFUSED,
+                "model_calls",
+                call_key,
+                call_id,
+                run_id=run_id,
+                how="the recorded answer, not a new call",
+            )
         else:
             raw = await model.complete(prompt)
             why = unkeepable(raw, max_answer_bytes())

@@ -41,8 +41,9 @@ class OpenAIModel:
             )
         except openai.APIStatusError as err:
             # Hidden before it is raised: an activity's failure is kept in the Temporal history.
-            what = redact(f"the model at {self.base_url} answered {err.status_code}: "
-                          f"{_message(err)}")  # fmt: skip
+            what = redact(
+                f"the model at {self.base_url} answered {err.status_code}: {_message(err)}"
+            )
             if err.status_code == 429 or err.status_code >= 500:
                 raise ModelUnavailable(what) from None
             raise ModelRefused(what) from None

@@ -63,9 +63,14 @@ class RunState(BaseModel):
         """From the row RUN_STATE_SQL answers."""
         calls, orders, emails, summary = row
         return cls.model_validate(
-            {"run_id": run_id, "model_calls": calls, "orders": orders, "emails": emails,
-             "summary": summary}
-        )  # fmt: skip
+            {
+                "run_id": run_id,
+                "model_calls": calls,
+                "orders": orders,
+                "emails": emails,
+                "summary": summary,
+            }
+        )
 
     @property
     def counts(self) -> tuple[int, int, int]:
@@ -113,8 +118,9 @@ async def read_run_state(
     state = RunState.from_row(run_id, row)
     if grocer is not None:
         placed = await grocer.client.find(order_reference(run_id))
-        state.orders = [OrderRow(id=o.id, items=[line.model_dump() for line in o.lines])
-                        for o in placed]  # fmt: skip
+        state.orders = [
+            OrderRow(id=o.id, items=[line.model_dump() for line in o.lines]) for o in placed
+        ]
     return state
 
 

@@ -152,13 +152,25 @@ async def place_order(
         found = await grocer.client.find(reference)
         if found:
             order = ours(found, lines, reference)
-            log_effect(EffectEvent.DUPLICATE_REFUSED, GROCER_ORDERS, key, order.id,
-                       run_id=run_id, how=f"found by reference {reference}")  # fmt: skip
+            log_effect(
+                EffectEvent.DUPLICATE_REFUSED,
+                GROCER_ORDERS,
+                key,
+                order.id,
+                run_id=run_id,
+                how=f"found by reference {reference}",
+            )
             return OrderPlaced(order_id=order.id, lines=order.lines)
     order = await grocer.client.place(reference, lines, key)
     if order.replayed:
-        log_effect(EffectEvent.DUPLICATE_REFUSED, GROCER_ORDERS, key, order.id, run_id=run_id,
-                   how="the grocer replayed the key")  # fmt: skip
+        log_effect(
+            EffectEvent.DUPLICATE_REFUSED,
+            GROCER_ORDERS,
+            key,
+            order.id,
+            run_id=run_id,
+            how="the grocer replayed the key",
+        )
     else:
         log_effect(EffectEvent.CREATED, GROCER_ORDERS, key, order.id, run_id=run_id)
     return OrderPlaced(order_id=order.id, lines=order.lines)

@@ -46,8 +46,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--postgres-only", action="store_true", help="skip the Temporal figures")
     crash = parser.add_argument_group("crash test speed (python -m bench --crashtest)")
     crash.add_argument("--crashtest", action="store_true", help="measure crash tests instead")
-    crash.add_argument("--crashtest-runs", type=int, default=None,
-                       help="whole crash tests per target and mode (3)")  # fmt: skip
+    crash.add_argument(
+        "--crashtest-runs", type=int, default=None, help="whole crash tests per target and mode (3)"
+    )
     crash.add_argument("--sizes", default="5,20,50", help="boundaries of the growing workflow")
     scale = parser.add_argument_group("scale: how cost grows (python -m bench --scale)")
     scale.add_argument("--scale", action="store_true", help="measure growth instead (minutes)")
@@ -99,8 +100,9 @@ async def scale(args: argparse.Namespace) -> int:
     n = args.temporal_n or (5 if args.quick else 30)
     recoveries = args.recoveries or (1 if args.quick else 3)
     history, flights = await temporal_scale(args.history, args.in_flight, n, recoveries, progress)
-    journal = await journal_scale(args.journal_rows, args.n or (200 if args.quick else 2000),
-                                  progress)  # fmt: skip
+    journal = await journal_scale(
+        args.journal_rows, args.n or (200 if args.quick else 2000), progress
+    )
     report = ScaleReport(history=history, in_flight=flights, journal=journal)
     print(table(report))
     if args.json:
@@ -114,9 +116,10 @@ async def crashtests(args: argparse.Namespace) -> int:
 
     runs = args.crashtest_runs or (1 if args.quick else 3)
     env = dict(
-        without_crash_at(os.environ), DATABASE_URL=ensure_database_url(),
+        without_crash_at(os.environ),
+        DATABASE_URL=ensure_database_url(),
         TEMPORAL_ADDRESS=ensure_temporal_address(),
-    )  # fmt: skip
+    )
     out = data_dir() / "bench" / f"crashtest-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
     timings: list[Timing] = []

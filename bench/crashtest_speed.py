@@ -80,10 +80,18 @@ class CrashtestError(RuntimeError):
 async def _one(args: list[str], env: dict[str, str], json_path: Path) -> _Sample:
     started = time.perf_counter()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "temporal_crashtest", "run", *args, "--json", str(json_path),
-        cwd=PROJECT_ROOT, env=env,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        sys.executable,
+        "-m",
+        "temporal_crashtest",
+        "run",
+        *args,
+        "--json",
+        str(json_path),
+        cwd=PROJECT_ROOT,
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
     _, err = await proc.communicate()
     seconds = time.perf_counter() - started
     report = _report(json_path)
@@ -91,8 +99,13 @@ async def _one(args: list[str], env: dict[str, str], json_path: Path) -> _Sample
         last = err.decode(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
         raise CrashtestError(f"crashtest exited {proc.returncode}: {last[0]}")
     verdicts = [(c["crash_at"], c["matches"]) for c in report["cells"]]
-    return _Sample(seconds, len(report["activities"]), len(report["cells"]),
-                   sum(not ok for _, ok in verdicts), verdicts)  # fmt: skip
+    return _Sample(
+        seconds,
+        len(report["activities"]),
+        len(report["cells"]),
+        sum(not ok for _, ok in verdicts),
+        verdicts,
+    )
 
 
 def _report(path: Path) -> dict[str, Any] | None:
@@ -102,9 +115,16 @@ def _report(path: Path) -> dict[str, Any] | None:
 def _timing(target: str, mode: str, samples: list[_Sample]) -> Timing:
     seconds = [s.seconds for s in samples]
     first = samples[0]
-    return Timing(target=target, mode=mode, boundaries=first.boundaries, cells=first.cells,
-                  failing=first.failing, median_s=round(statistics.median(seconds), 2),
-                  p99_s=round(p99(seconds), 2), n=len(samples))  # fmt: skip
+    return Timing(
+        target=target,
+        mode=mode,
+        boundaries=first.boundaries,
+        cells=first.cells,
+        failing=first.failing,
+        median_s=round(statistics.median(seconds), 2),
+        p99_s=round(p99(seconds), 2),
+        n=len(samples),
+    )
 
 
 async def measure(
@@ -130,11 +150,33 @@ async def measure(
 
 
 def table(timings: list[Timing]) -> str:
-    head = ["crash test", "mode", "bounds", "cells", "failing", "median s", "p99 s", "n",
-            "cells/s", "s/boundary"]  # fmt: skip
-    rows = [[t.target, t.mode, str(t.boundaries), str(t.cells), str(t.failing),
-             f"{t.median_s:.2f}", f"{t.p99_s:.2f}", str(t.n), f"{t.cells_per_s:.2f}",
-             f"{t.s_per_boundary:.2f}"] for t in timings]  # fmt: skip
+    head = [
+        "crash test",
+        "mode",
+        "bounds",
+        "cells",
+        "failing",
+        "median s",
+        "p99 s",
+        "n",
+        "cells/s",
+        "s/boundary",
+    ]
+    rows = [
+        [
+            t.target,
+            t.mode,
+            str(t.boundaries),
+            str(t.cells),
+            str(t.failing),
+            f"{t.median_s:.2f}",
+            f"{t.p99_s:.2f}",
+            str(t.n),
+            f"{t.cells_per_s:.2f}",
+            f"{t.s_per_boundary:.2f}",
+        ]
+        for t in timings
+    ]
     return render(head, rows)
 
 

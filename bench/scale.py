@@ -125,9 +125,11 @@ async def _fill(client: Client, count: int, say: Say) -> None:
         nonlocal done
         async with limit:
             await client.execute_workflow(
-                StepsWorkflow.run, StepsSpec(steps=0), id=f"fill-{uuid.uuid4().hex}",
+                StepsWorkflow.run,
+                StepsSpec(steps=0),
+                id=f"fill-{uuid.uuid4().hex}",
                 task_queue=QUEUE,
-            )  # fmt: skip
+            )
         done += 1
         if done % 1000 == 0:
             say(f"  filled {done}/{count}")
@@ -138,22 +140,29 @@ async def _fill(client: Client, count: int, say: Say) -> None:
 async def _step_sample(client: Client) -> int:
     """One step's cost: a 6-step workflow minus an empty one, run back to back."""
     t0 = time.perf_counter_ns()
-    await client.execute_workflow(StepsWorkflow.run, StepsSpec(steps=0),
-                                  id=f"e-{uuid.uuid4().hex}", task_queue=QUEUE)  # fmt: skip
+    await client.execute_workflow(
+        StepsWorkflow.run, StepsSpec(steps=0), id=f"e-{uuid.uuid4().hex}", task_queue=QUEUE
+    )
     t1 = time.perf_counter_ns()
-    await client.execute_workflow(StepsWorkflow.run, StepsSpec(steps=len(STEPS)),
-                                  id=f"s-{uuid.uuid4().hex}", task_queue=QUEUE)  # fmt: skip
+    await client.execute_workflow(
+        StepsWorkflow.run, StepsSpec(steps=len(STEPS)), id=f"s-{uuid.uuid4().hex}", task_queue=QUEUE
+    )
     return max(0, (time.perf_counter_ns() - t1) - (t1 - t0)) // len(STEPS)
 
 
 async def _timer_sample(client: Client) -> int:
     """TimerFired minus TimerStarted, from the server's own event times, minus the 1 s asked."""
-    handle = await client.start_workflow(SleepWorkflow.run, 1.0, id=f"t-{uuid.uuid4().hex}",
-                                         task_queue=QUEUE)  # fmt: skip
+    handle = await client.start_workflow(
+        SleepWorkflow.run, 1.0, id=f"t-{uuid.uuid4().hex}", task_queue=QUEUE
+    )
     await handle.result()
     at = {e.event_type: e.event_time.ToNanoseconds() for e in (await handle.fetch_history()).events}
-    return max(0, at[EventType.EVENT_TYPE_TIMER_FIRED] - at[EventType.EVENT_TYPE_TIMER_STARTED]
-               - 1_000_000_000)  # fmt: skip
+    return max(
+        0,
+        at[EventType.EVENT_TYPE_TIMER_FIRED]
+        - at[EventType.EVENT_TYPE_TIMER_STARTED]
+        - 1_000_000_000,
+    )
 
 
 async def _in_turn(
@@ -171,8 +180,12 @@ async def _in_turn(
 async def _in_flight(client: Client, runs: int) -> Figure:
     async def one() -> int:
         t0 = time.perf_counter_ns()
-        await client.execute_workflow(StepsWorkflow.run, StepsSpec(steps=len(STEPS)),
-                                      id=f"f-{uuid.uuid4().hex}", task_queue=QUEUE)  # fmt: skip
+        await client.execute_workflow(
+            StepsWorkflow.run,
+            StepsSpec(steps=len(STEPS)),
+            id=f"f-{uuid.uuid4().hex}",
+            task_queue=QUEUE,
+        )
         return time.perf_counter_ns() - t0
 
     samples = await asyncio.gather(*(one() for _ in range(runs)))
@@ -196,8 +209,9 @@ async def temporal_scale(
         )
         sides.append(Side(server, Processes(folder / "logs", env, cwd=PROJECT_ROOT)))
     empty, filled = sides
-    filler = LabTemporal(root / "filled", port=filled.server.port,
-                         extra_flags=("--sqlite-pragma", "synchronous=off"))  # fmt: skip
+    filler = LabTemporal(
+        root / "filled", port=filled.server.port, extra_flags=("--sqlite-pragma", "synchronous=off")
+    )
     results: list[Level] = []
     flights: list[InFlight] = []
     count = 0
@@ -225,8 +239,15 @@ async def temporal_scale(
                 late = await _in_turn(pair, n, lambda side: _timer_sample(side.c))
                 step = await _in_turn(pair, n, lambda side: _step_sample(side.c))
             size = sum(p.stat().st_size for p in (root / "filled").glob("temporal.db*"))
-            results.append(Level(completed_runs=count, step=step, recovery=rec,
-                                 timer_late=late, database_mb=round(size / 2**20, 1)))  # fmt: skip
+            results.append(
+                Level(
+                    completed_runs=count,
+                    step=step,
+                    recovery=rec,
+                    timer_late=late,
+                    database_mb=round(size / 2**20, 1),
+                )
+            )
             await filled.server.stop()
         async with _worker(empty.c):
             for runs in in_flight:
@@ -324,13 +345,17 @@ async def _journal_in_turn(
 
 
 def _pair(p: Paired, digits: int) -> str:
-    return (f"{p.here.median_ms:.{digits}f} / {p.here.p99_ms:.{digits}f}  "
-            f"(x{p.ratio:.2f} of {p.baseline.median_ms:.{digits}f})")  # fmt: skip
+    return (
+        f"{p.here.median_ms:.{digits}f} / {p.here.p99_ms:.{digits}f}  "
+        f"(x{p.ratio:.2f} of {p.baseline.median_ms:.{digits}f})"
+    )
 
 
 def table(report: ScaleReport) -> str:
-    lines = ["Temporal, by completed runs in the server's history: median / p99 ms, and the",
-             "median's ratio to an empty server measured in turn with it:"]  # fmt: skip
+    lines = [
+        "Temporal, by completed runs in the server's history: median / p99 ms, and the",
+        "median's ratio to an empty server measured in turn with it:",
+    ]
     for lv in report.history:
         lines.append(f"  {lv.completed_runs:>6} runs ({lv.database_mb:.0f} MB):")
         lines.append(f"    step            {_pair(lv.step, 1)}")
@@ -350,8 +375,11 @@ def flat_figures(report: ScaleReport) -> dict[str, BaseModel]:
     figures: dict[str, BaseModel] = {}
     for lv in report.history:
         at = f"@ {lv.completed_runs} completed runs"
-        for name, pair in (("temporal step", lv.step), ("recovery", lv.recovery),
-                           ("1 s timer, lateness", lv.timer_late)):  # fmt: skip
+        for name, pair in (
+            ("temporal step", lv.step),
+            ("recovery", lv.recovery),
+            ("1 s timer, lateness", lv.timer_late),
+        ):
             figures[f"{name} {at}"] = pair.here
             figures[f"{name} {at}, empty server in turn"] = pair.baseline
     for f in report.in_flight:

@@ -29,8 +29,10 @@ def parse_args() -> argparse.Namespace:
     sub.add_parser("demo", help="the narrated demo: kill a worker after the order, watch it heal")
     chaos = sub.add_parser("chaos", help="many runs through random kills and server restarts")
     chaos.add_argument("--engine", choices=["temporal", "journal"], default="temporal")
-    chaos.add_argument("--design", help="key strategy (temporal, default workflow) or journal "
-                       "design (default durable)")  # fmt: skip
+    chaos.add_argument(
+        "--design",
+        help="key strategy (temporal, default workflow) or journal design (default durable)",
+    )
     chaos.add_argument("--runs", type=int, default=200, help="runs started at once (200)")
     chaos.add_argument("--workers", type=int, default=3, help="worker processes (3)")
     chaos.add_argument("--kills", type=int, default=20, help="workers SIGKILLed (20)")
@@ -79,13 +81,17 @@ async def chaos(args: argparse.Namespace) -> int:
     )
     faults = ", ".join(f"{n} {name.replace('_', ' ')}" for name, n in report.faults.items())
     done = f"{report.completed}/{report.runs} runs completed in {report.seconds} s"
-    print(f"{report.engine}/{report.design}: {done}; faults: {faults}; "
-          f"{report.process_restarts} process restarts")  # fmt: skip
+    print(
+        f"{report.engine}/{report.design}: {done}; faults: {faults}; "
+        f"{report.process_restarts} process restarts"
+    )
     if report.recovery_ms:
         r = report.recovery_ms
-        print(f"recovery after a worker kill, until every run it held moved again "
-              f"({report.kills_that_held_runs} kills held runs): median {r['median']:.0f} ms, "
-              f"p99 {r['p99']:.0f} ms, max {r['max']:.0f} ms")  # fmt: skip
+        print(
+            f"recovery after a worker kill, until every run it held moved again "
+            f"({report.kills_that_held_runs} kills held runs): median {r['median']:.0f} ms, "
+            f"p99 {r['p99']:.0f} ms, max {r['max']:.0f} ms"
+        )
     print(f"violations: {len(report.violations)}")
     for violation in report.violations[:20]:
         print(f"  {violation.run_id}: {violation.what}")

@@ -319,8 +319,9 @@ async def run_chaos(opts: ChaosOptions, progress: Callable[[str], None] = say) -
     shutil.rmtree(folder, ignore_errors=True)  # the last chaos run's servers and logs
     folder.mkdir(parents=True)
     servers = await _servers(opts, folder)
-    where = f"Postgres {servers.db_url}" + (f", Temporal {servers.address}" if servers.address
-                                            else "")  # fmt: skip
+    where = f"Postgres {servers.db_url}" + (
+        f", Temporal {servers.address}" if servers.address else ""
+    )
     progress(
         f"{tag}: {opts.engine}/{opts.design}, {opts.runs} runs, {opts.workers} workers; {where}"
     )
@@ -345,21 +346,28 @@ async def _chaos(run: ChaosRun) -> ChaosReport:
     run_ids = [f"{tag}-{i:04d}" for i in range(1, opts.runs + 1)]
     runs: TemporalRuns | JournalRuns
     if opts.engine == "temporal":
-        fleet = Fleet(procs, "worker", ["-m", "crashlab.worker"], opts.workers,
-                      ready_line="worker ready")  # fmt: skip
+        fleet = Fleet(
+            procs, "worker", ["-m", "crashlab.worker"], opts.workers, ready_line="worker ready"
+        )
         runs = TemporalRuns(await connect_temporal(address, runtime=quiet_runtime()), fleet, tag)
     else:
         resume = ["-m", "journal", "resume", "--until-done"]
-        fleet = Fleet(procs, "agent", [*resume, "--concurrency", str(JOURNAL_CONCURRENCY)],
-                      opts.workers, ready_line=RESUME_READY)  # fmt: skip
+        fleet = Fleet(
+            procs,
+            "agent",
+            [*resume, "--concurrency", str(JOURNAL_CONCURRENCY)],
+            opts.workers,
+            ready_line=RESUME_READY,
+        )
         runs = JournalRuns(db_url, fleet, Design.parse(opts.design))
     budget = {
         ChaosFault.WORKER_KILL: opts.kills,
         ChaosFault.POSTGRES_RESTART: opts.postgres_restarts,
         ChaosFault.TEMPORAL_RESTART: opts.temporal_restarts if opts.engine == "temporal" else 0,
     }
-    injector = FaultInjector(random.Random(opts.seed), budget, fleet, run.servers.postgres,
-                             run.servers.temporal)  # fmt: skip
+    injector = FaultInjector(
+        random.Random(opts.seed), budget, fleet, run.servers.postgres, run.servers.temporal
+    )
     async with await connect_postgres(db_url) as conn:
         await ensure_schema(conn)
     await runs.start(run_ids)
@@ -374,8 +382,7 @@ async def _chaos(run: ChaosRun) -> ChaosReport:
         violations = await check_runs(conn, run_ids, completed, tag)
     if isinstance(runs, TemporalRuns):
         runs.stop()
-        violations += [Violation(run_id=r, what=f"failed: {why}") for r, why in
-                       runs.failed.items()]  # fmt: skip
+        violations += [Violation(run_id=r, what=f"failed: {why}") for r, why in runs.failed.items()]
     run.say("reading when each run made progress")
     progress_at = await runs.progress_times(run_ids)
     recoveries = []

@@ -163,8 +163,11 @@ class Demo:
         retry = await wait_for_retry(client, workflow_id)
         if retry:
             why = retry.last_failure.message or "timeout"
-            say(7, f"Temporal retries place_order (attempt 1 failed: {why}): "
-                   f"attempt {retry.attempt}, with the same key {key}")  # fmt: skip
+            say(
+                7,
+                f"Temporal retries place_order (attempt 1 failed: {why}): "
+                f"attempt {retry.attempt}, with the same key {key}",
+            )
         code = await procs.wait(starter, 90)
         if code != 0:
             raise AgentError(f"starter.py failed: {procs.last_line('starter')}")
@@ -185,9 +188,17 @@ class Demo:
         reference_id = f"{self.workflow_id}-no-crash"
         ref = await self.procs.start(
             "reference",
-            ["starter.py", "--household", self.household, "--week", EXAMPLE_WEEK,
-             "--workflow-id", reference_id, "--json"],
-        )  # fmt: skip
+            [
+                "starter.py",
+                "--household",
+                self.household,
+                "--week",
+                EXAMPLE_WEEK,
+                "--workflow-id",
+                reference_id,
+                "--json",
+            ],
+        )
         if await self.procs.wait(ref, 60) != 0:
             raise AgentError(f"the no-crash run failed; see {self.procs.log_dir}")
         async with await connect_postgres(self.db_url) as conn:

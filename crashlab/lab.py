@@ -81,9 +81,13 @@ def crashing_worker(task_queue: str, crash_at: str) -> list[str]:
     """The arguments of a grocery worker that SIGKILLs itself at `crash_at` (`after-effect:4`,
     `after-effect:place_order`): crashtest's worker process around `worker.py`'s factory, as a
     user crashes a worker by hand (the product itself knows nothing of crashes)."""
-    return ["-m", "temporal_crashtest.worker", "--worker", "worker:build_worker",
-            "--task-queue", task_queue, "--data-converter", DATA_CONVERTER,
-            "--crash-at", crash_at]  # fmt: skip
+    return [
+        "-m", "temporal_crashtest.worker",
+        "--worker", "worker:build_worker",
+        "--task-queue", task_queue,
+        "--data-converter", DATA_CONVERTER,
+        "--crash-at", crash_at,
+    ]  # fmt: skip
 
 
 def counts(state: dict[str, Any]) -> tuple[int, int, int]:
@@ -152,12 +156,14 @@ class Lab:
         run_id = f"lab-{cell.engine}-{cell.design}-{point}-{uuid.uuid4().hex[:8]}"
         try:
             state = await self._journal(cell, run_id)
-            return _result(cell, state, state == self.journal_reference, None,
-                           time.monotonic() - started)  # fmt: skip
+            return _result(
+                cell, state, state == self.journal_reference, None, time.monotonic() - started
+            )
         except Exception as err:  # one broken cell is reported, and the matrix goes on
             error = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
-            return _result(cell, await final_state(run_id), False, error,
-                           time.monotonic() - started)  # fmt: skip
+            return _result(
+                cell, await final_state(run_id), False, error, time.monotonic() - started
+            )
 
     async def _journal(self, cell: MatrixCell, run_id: str) -> dict[str, Any]:
         args = ["-m", "journal", "run", "--run-id", run_id, "--design", cell.design]
@@ -187,8 +193,9 @@ class Lab:
                 reruns.append(cell)
             else:
                 groups.setdefault((cell.design, cell.crash_at in GROCER_ROWS), []).append(cell)
-        work = [self._crash_test(group, at_grocer, progress) for (_, at_grocer), group in
-                groups.items()]  # fmt: skip
+        work = [
+            self._crash_test(group, at_grocer, progress) for (_, at_grocer), group in groups.items()
+        ]
         work += [self._rerun(cell, progress) for cell in reruns]
         return [r for results in await asyncio.gather(*work) for r in results]
 
@@ -212,10 +219,13 @@ class Lab:
             progress(self._cell_result(by_point[cell.crash_at], cell))
 
         options = CrashTestOptions(
-            points=list(by_point), jobs=self.jobs, address=self.address,
-            deadline_s=RESULT_TIMEOUT_S, log_dir=self.log_dir / f"crashtest-{cells[0].design}",
+            points=list(by_point),
+            jobs=self.jobs,
+            address=self.address,
+            deadline_s=RESULT_TIMEOUT_S,
+            log_dir=self.log_dir / f"crashtest-{cells[0].design}",
             progress=cell_done,
-        )  # fmt: skip
+        )
         try:
             report = await run_crash_test(target, observe, options)
         except Exception as err:
@@ -265,18 +275,25 @@ class Lab:
         grocer = await self._grocer()
         observe = self._observer(grocer)
         workflow_id = f"lab-rerun-{cell.design}-{uuid.uuid4().hex[:8]}"
-        env = {"DATABASE_URL": self.db_url, "TEMPORAL_ADDRESS": self.address,
-               "TASK_QUEUE": workflow_id, "KEY_STRATEGY": "workflow",
-               **grocer_env(grocer, checked=cell.design != UNCHECKED)}  # fmt: skip
+        env = {
+            "DATABASE_URL": self.db_url,
+            "TEMPORAL_ADDRESS": self.address,
+            "TASK_QUEUE": workflow_id,
+            "KEY_STRATEGY": "workflow",
+            **grocer_env(grocer, checked=cell.design != UNCHECKED),
+        }
         worker = await self.procs.start(f"{workflow_id}-worker", ["worker.py"], **env)
         request = GroceryRequest(household=HOUSEHOLD, week=EXAMPLE_WEEK)
         error, states = None, []
         try:
             for _ in range(2):
                 handle = await self.client.start_workflow(
-                    GroceryAgentWorkflow.run, request, id=workflow_id, task_queue=workflow_id,
+                    GroceryAgentWorkflow.run,
+                    request,
+                    id=workflow_id,
+                    task_queue=workflow_id,
                     id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-                )  # fmt: skip
+                )
                 await asyncio.wait_for(handle.result(), RESULT_TIMEOUT_S)
                 states.append(json.loads(json.dumps(await observe(workflow_id))))
                 await asyncio.sleep(KEY_TTL_S)  # the grocer forgets the key

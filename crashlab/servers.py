@@ -133,9 +133,11 @@ class LabGrocer:
 
     async def start(self) -> str:
         proc = await self.procs.start(
-            f"grocer-{self.port}", ["-m", "grocer", "--port", str(self.port)],
-            GROCER_KEY_TTL_S=str(self.key_ttl_s), GROCER_API_KEY=self.api_key,
-        )  # fmt: skip
+            f"grocer-{self.port}",
+            ["-m", "grocer", "--port", str(self.port)],
+            GROCER_KEY_TTL_S=str(self.key_ttl_s),
+            GROCER_API_KEY=self.api_key,
+        )
         deadline = time.monotonic() + RESTART_TIMEOUT_S
         while not listening("127.0.0.1", self.port):
             if proc.returncode is not None or time.monotonic() > deadline:

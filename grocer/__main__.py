@@ -66,14 +66,20 @@ async def main(args: argparse.Namespace) -> int:
             listener = await listen(runner, args.host, args.port, limits)
         except OSError as err:
             await runner.cleanup()
-            raise ConfigError(f"the grocer cannot listen on {args.host}:{args.port}: "
-                              f"{err.strerror}") from None  # fmt: skip
+            raise ConfigError(
+                f"the grocer cannot listen on {args.host}:{args.port}: {err.strerror}"
+            ) from None
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        log.info("grocer ready on http://%s:%d (idempotency keys live %g s%s)", args.host,
-                 args.port, ttl, "; test mode: takes faults" if args.test_mode else "")  # fmt: skip
+        log.info(
+            "grocer ready on http://%s:%d (idempotency keys live %g s%s)",
+            args.host,
+            args.port,
+            ttl,
+            "; test mode: takes faults" if args.test_mode else "",
+        )
         await stop.wait()
         listener.close()
         await runner.cleanup()

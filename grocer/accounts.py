@@ -28,8 +28,10 @@ def _checked_key(key: str, where: str) -> bytes:
     if key.startswith(PLACEHOLDER):
         raise ConfigError(f"{where}: the key is .env.example's placeholder: set your own")
     if len(key) < MIN_KEY_CHARS:
-        raise ConfigError(f"{where}: a key of {len(key)} characters is too easy to guess; "
-                          f"use at least {MIN_KEY_CHARS}")  # fmt: skip
+        raise ConfigError(
+            f"{where}: a key of {len(key)} characters is too easy to guess; "
+            f"use at least {MIN_KEY_CHARS}"
+        )
     return key.encode()
 
 
@@ -44,8 +46,10 @@ class Accounts:
         self._keys: list[tuple[str, bytes]] = []
         for account, key in keys.items():
             if not _ACCOUNT.fullmatch(account):
-                raise ConfigError(f"GROCER_API_KEYS: {account!r} is not an account name "
-                                  "(lowercase letters, digits, - and _)")  # fmt: skip
+                raise ConfigError(
+                    f"GROCER_API_KEYS: {account!r} is not an account name "
+                    "(lowercase letters, digits, - and _)"
+                )
             secret = _checked_key(key, f"GROCER_API_KEYS ({account})")
             if secret in seen:
                 raise ConfigError(f"GROCER_API_KEYS: account {account} shares another's key")

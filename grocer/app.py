@@ -53,8 +53,12 @@ async def _json_errors(request: web.Request, handler: Handler) -> web.StreamResp
     except (asyncio.CancelledError, ConnectionResetError):
         raise
     except (psycopg.OperationalError, PoolTimeout) as err:
-        log.warning("%s %s: the database does not answer: %s", request.method, request.path,
-                    type(err).__name__)  # fmt: skip
+        log.warning(
+            "%s %s: the database does not answer: %s",
+            request.method,
+            request.path,
+            type(err).__name__,
+        )
         return _error(503, DATABASE_DOWN)
     except Exception:
         log.exception("%s %s failed", request.method, request.path)
@@ -100,8 +104,13 @@ async def place_order(request: web.Request) -> web.StreamResponse:
         order, replayed = await request.app[STORE].place(request[ACCOUNT], body, key)
     except KeyReused as err:
         return _error(409, str(err))
-    log.info("order %d for %s (account %s%s)", order.id, order.reference, request[ACCOUNT],
-             ", replayed" if replayed else "")  # fmt: skip
+    log.info(
+        "order %d for %s (account %s%s)",
+        order.id,
+        order.reference,
+        request[ACCOUNT],
+        ", replayed" if replayed else "",
+    )
     if fault is not None and fault.kind == "drop-after-store":  # stored; the client never hears
         assert request.transport is not None
         request.transport.abort()

@@ -157,8 +157,11 @@ async def listen(runner: web.AppRunner, host: str, port: int, limits: HttpLimits
         if len(open_now) >= limits.max_connections:
             busy += 1
             if busy == 1 or busy % 100 == 0:
-                log.warning("%d connections open, the most allowed: answered 503 (%d so far)",
-                            len(open_now), busy)  # fmt: skip
+                log.warning(
+                    "%d connections open, the most allowed: answered 503 (%d so far)",
+                    len(open_now),
+                    busy,
+                )
             return _Busy()
         handler = _Handler(
             server,

@@ -60,8 +60,9 @@ def _scoped(account: str, key: str) -> str:
 
 
 def _order(row: tuple[object, ...]) -> Order:
-    return Order.model_validate(dict(zip(("id", "reference", "lines", "created_at"), row,
-                                         strict=True)))  # fmt: skip
+    return Order.model_validate(
+        dict(zip(("id", "reference", "lines", "created_at"), row, strict=True))
+    )
 
 
 class Store:

@@ -39,8 +39,9 @@ def grocer_api_key() -> str:
     if key:
         return key
     if env_str("GROCER_URL"):
-        raise ConfigError("GROCER_URL is set but GROCER_API_KEY is not: set the grocer "
-                          "account's secret key")  # fmt: skip
+        raise ConfigError(
+            "GROCER_URL is set but GROCER_API_KEY is not: set the grocer account's secret key"
+        )
     path = data_dir() / "grocer-api-key"
     if not path.exists():  # made whole, then linked in place: a racing command reads it whole
         draft = path.with_name(f"{path.name}.{os.getpid()}")

@@ -31,17 +31,31 @@ READY_TIMEOUT_S = 10
 # What the TLS layer says, and what to set: (text in the error, the line to show, final?).
 # A refused handshake will not succeed on a retry; a closed connection might be a server starting.
 _REASONS = (
-    ("Connection refused", "connection refused (is the server running? set TEMPORAL_ADDRESS)",
-     False),
-    ("fatal alert: CertificateRequired", "the server requires a client certificate "
-     "(set TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH)", True),
+    (
+        "Connection refused",
+        "connection refused (is the server running? set TEMPORAL_ADDRESS)",
+        False,
+    ),
+    (
+        "fatal alert: CertificateRequired",
+        "the server requires a client certificate "
+        "(set TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH)",
+        True,
+    ),
     ("fatal alert: UnknownCA", "the server does not trust the client certificate", True),
     ("fatal alert", "the server refused the TLS handshake", True),
-    ("invalid peer certificate", "the server's certificate is not trusted "
-     "(TEMPORAL_TLS_SERVER_CA_CERT_PATH, TEMPORAL_TLS_SERVER_NAME)", True),
-    ("broken pipe", "the server closed the connection (does it expect TLS? set TEMPORAL_TLS=true)",
-     False),
-)  # fmt: skip
+    (
+        "invalid peer certificate",
+        "the server's certificate is not trusted "
+        "(TEMPORAL_TLS_SERVER_CA_CERT_PATH, TEMPORAL_TLS_SERVER_NAME)",
+        True,
+    ),
+    (
+        "broken pipe",
+        "the server closed the connection (does it expect TLS? set TEMPORAL_TLS=true)",
+        False,
+    ),
+)
 
 
 def _reason(err: Exception) -> tuple[str, bool]:

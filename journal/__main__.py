@@ -61,9 +61,13 @@ async def resume(args: argparse.Namespace) -> int:
             async with pool.connection() as conn:
                 await ensure_schema(conn)
             done = await resume_unfinished(
-                pool, model, concurrency=args.concurrency, until_done=args.until_done,
-                pause=pause, grocer=grocer,
-            )  # fmt: skip
+                pool,
+                model,
+                concurrency=args.concurrency,
+                until_done=args.until_done,
+                pause=pause,
+                grocer=grocer,
+            )
         except (psycopg.OperationalError, PoolTimeout) as err:
             raise DatabaseUnavailable(
                 f"lost Postgres while resuming ({first_line(err)}); run `python -m journal "

@@ -54,9 +54,14 @@ async def resume_unfinished(
         async with limit, pool.connection() as conn:
             try:
                 await run_to_completion(
-                    conn, model, run_id, Design.parse(design), household, pause=pause,
+                    conn,
+                    model,
+                    run_id,
+                    Design.parse(design),
+                    household,
+                    pause=pause,
                     grocer=grocer,
-                )  # fmt: skip
+                )
             except RunBusy:
                 resumed.busy.add(run_id)
                 return

@@ -54,13 +54,18 @@ class ScriptedModel(Model):
     """Order and tell, both in one response; then say what was done. Runs in the plugin's model
     activity, where it records each call (a paid call, in production)."""
 
-    async def get_response(self, system_instructions: str | None, input: Any, *args: Any,
-                           **kwargs: Any) -> ModelResponse:  # fmt: skip
+    async def get_response(
+        self, system_instructions: str | None, input: Any, *args: Any, **kwargs: Any
+    ) -> ModelResponse:
         items = [input] if isinstance(input, str) else list(input)
-        outputs = [i for i in items if isinstance(i, dict) and i.get("type") ==
-                   "function_call_output"]  # fmt: skip
-        calls = sum(1 for i in items if isinstance(i, dict) and i.get("type") == "message"
-                    and i.get("role") == "assistant") + (2 if outputs else 1)  # fmt: skip
+        outputs = [
+            i for i in items if isinstance(i, dict) and i.get("type") == "function_call_output"
+        ]
+        calls = sum(
+            1
+            for i in items
+            if isinstance(i, dict) and i.get("type") == "message" and i.get("role") == "assistant"
+        ) + (2 if outputs else 1)
         await take(f"{MODEL_CALL} {calls}", keyed=False)
         tools = [t.name for t in kwargs.get("tools", args[2] if len(args) > 2 else [])]
         if not outputs:
@@ -68,18 +73,34 @@ class ScriptedModel(Model):
             item = first if isinstance(first, str) else str(first.get("content", "milk"))
             order = next(t for t in tools if t.startswith("place_order"))
             tell = next(t for t in tools if t.startswith("send_message"))
-            return ModelResponse(output=[
-                ResponseFunctionToolCall(type="function_call", id="c1", call_id="c1", name=order,
-                                         arguments=json.dumps({"item": item, "quantity": 2})),
-                ResponseFunctionToolCall(type="function_call", id="c2", call_id="c2", name=tell,
-                                         arguments=json.dumps({"to": "sam",
-                                                               "text": f"2 x {item} ordered"})),
-            ], usage=Usage(), response_id=None)  # fmt: skip
+            return ModelResponse(
+                output=[
+                    ResponseFunctionToolCall(
+                        type="function_call",
+                        id="c1",
+                        call_id="c1",
+                        name=order,
+                        arguments=json.dumps({"item": item, "quantity": 2}),
+                    ),
+                    ResponseFunctionToolCall(
+                        type="function_call",
+                        id="c2",
+                        call_id="c2",
+                        name=tell,
+                        arguments=json.dumps({"to": "sam", "text": f"2 x {item} ordered"}),
+                    ),
+                ],
+                usage=Usage(),
+                response_id=None,
+            )
         text = "; ".join(str(o.get("output")) for o in outputs)
         message = ResponseOutputMessage(
-            id="m1", role="assistant", status="completed", type="message",
+            id="m1",
+            role="assistant",
+            status="completed",
+            type="message",
             content=[ResponseOutputText(type="output_text", text=text, annotations=[])],
-        )  # fmt: skip
+        )
         return ModelResponse(output=[message], usage=Usage(), response_id=None)
 
     def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
@@ -133,8 +154,11 @@ async def send_message_unkeyed(to: str, text: str) -> str:
 
 
 async def _run(item: str, tools: list[Any]) -> str:
-    agent: Agent[None] = Agent(name="grocer", instructions="Order what is asked.",
-                               tools=[activity_as_tool(t, **TIMEOUTS) for t in tools])  # fmt: skip
+    agent: Agent[None] = Agent(
+        name="grocer",
+        instructions="Order what is asked.",
+        tools=[activity_as_tool(t, **TIMEOUTS) for t in tools],
+    )
     result = await Runner.run(agent, item)
     return str(result.final_output)
 
@@ -155,13 +179,21 @@ class UnkeyedOrderAgent:
 
 async def keyed_worker(client: Client, task_queue: str) -> Worker:
     await ensure_ledger()
-    return Worker(client, task_queue=task_queue, workflows=[KeyedOrderAgent],
-                  activities=[place_order, send_message],
-                  sticky_queue_schedule_to_start_timeout=STICKY)  # fmt: skip
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[KeyedOrderAgent],
+        activities=[place_order, send_message],
+        sticky_queue_schedule_to_start_timeout=STICKY,
+    )
 
 
 async def unkeyed_worker(client: Client, task_queue: str) -> Worker:
     await ensure_ledger()
-    return Worker(client, task_queue=task_queue, workflows=[UnkeyedOrderAgent],
-                  activities=[place_order_unkeyed, send_message_unkeyed],
-                  sticky_queue_schedule_to_start_timeout=STICKY)  # fmt: skip
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[UnkeyedOrderAgent],
+        activities=[place_order_unkeyed, send_message_unkeyed],
+        sticky_queue_schedule_to_start_timeout=STICKY,
+    )

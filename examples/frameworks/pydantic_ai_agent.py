@@ -46,15 +46,20 @@ async def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse
     """The model: order and tell, both at once; then say what was done."""
     await take(f"{MODEL_CALL} {_calls(messages)}", keyed=False)
     returned = [
-        p for m in messages if isinstance(m, ModelRequest) for p in m.parts
+        p
+        for m in messages
+        if isinstance(m, ModelRequest)
+        for p in m.parts
         if isinstance(p, ToolReturnPart)
-    ]  # fmt: skip
+    ]
     if not returned:
         item = str(messages[0].parts[0].content) if messages else "milk"  # type: ignore[union-attr]
-        return ModelResponse(parts=[
-            ToolCallPart("place_order", {"item": item, "quantity": 2}),
-            ToolCallPart("send_message", {"to": "sam", "text": f"2 x {item} ordered"}),
-        ])  # fmt: skip
+        return ModelResponse(
+            parts=[
+                ToolCallPart("place_order", {"item": item, "quantity": 2}),
+                ToolCallPart("send_message", {"to": "sam", "text": f"2 x {item} ordered"}),
+            ]
+        )
     return ModelResponse(parts=[TextPart("; ".join(str(p.content) for p in returned))])
 
 
@@ -113,11 +118,19 @@ class UnkeyedOrderAgent(PydanticAIWorkflow):
 async def keyed_worker(client: Client, task_queue: str) -> Worker:
     """The plugin on `client` registers the agent's activities."""
     await ensure_ledger()
-    return Worker(client, task_queue=task_queue, workflows=[KeyedOrderAgent],
-                  sticky_queue_schedule_to_start_timeout=STICKY)  # fmt: skip
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[KeyedOrderAgent],
+        sticky_queue_schedule_to_start_timeout=STICKY,
+    )
 
 
 async def unkeyed_worker(client: Client, task_queue: str) -> Worker:
     await ensure_ledger()
-    return Worker(client, task_queue=task_queue, workflows=[UnkeyedOrderAgent],
-                  sticky_queue_schedule_to_start_timeout=STICKY)  # fmt: skip
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[UnkeyedOrderAgent],
+        sticky_queue_schedule_to_start_timeout=STICKY,
+    )

@@ -21,15 +21,18 @@ class UndecodableCharge:
     @workflow.run
     async def run(self, amount: str) -> int:
         result: int = await workflow.execute_activity(
-            "charge_cents", {"amount": amount}, start_to_close_timeout=timedelta(seconds=10),
+            "charge_cents",
+            {"amount": amount},
+            start_to_close_timeout=timedelta(seconds=10),
             retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200)),
-        )  # fmt: skip
+        )
         return result
 
 
 def build(client: Client, task_queue: str) -> Worker:
-    return Worker(client, task_queue=task_queue, workflows=[UndecodableCharge],
-                  activities=[charge_cents])  # fmt: skip
+    return Worker(
+        client, task_queue=task_queue, workflows=[UndecodableCharge], activities=[charge_cents]
+    )
 
 
 def observe(workflow_id: str) -> None:

@@ -26,9 +26,11 @@ class LocalCharge:
     @workflow.run
     async def run(self, invoice: str) -> None:
         await workflow.execute_local_activity_method(
-            ChargeActivities.charge, invoice, start_to_close_timeout=timedelta(seconds=5),
+            ChargeActivities.charge,
+            invoice,
+            start_to_close_timeout=timedelta(seconds=5),
             retry_policy=OPTIONS["retry_policy"],
-        )  # fmt: skip
+        )
         await workflow.execute_activity_method(ChargeActivities.send_receipt, invoice, **OPTIONS)
 
 

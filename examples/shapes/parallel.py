@@ -56,12 +56,14 @@ class ParallelActivities:
 class ParallelCharges:
     @workflow.run
     async def run(self, invoices: list[str]) -> None:
-        charged = await asyncio.gather(*(
-            workflow.execute_activity_method(
-                ParallelActivities.charge, Charge(invoice, k * SPACING_S), **OPTIONS
+        charged = await asyncio.gather(
+            *(
+                workflow.execute_activity_method(
+                    ParallelActivities.charge, Charge(invoice, k * SPACING_S), **OPTIONS
+                )
+                for k, invoice in enumerate(invoices)
             )
-            for k, invoice in enumerate(invoices)
-        ))  # fmt: skip
+        )
         await workflow.execute_activity_method(
             ParallelActivities.send_receipt, list(charged), **OPTIONS
         )

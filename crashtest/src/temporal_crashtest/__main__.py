@@ -75,19 +75,32 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--expect", help="the final state a run without a crash must reach: JSON, or @FILE")
     add("--repeat", type=int, default=1, help="crash this many workers in a row at each point")
     add("--data-converter", help="MODULE:NAME of a temporalio DataConverter")
-    add("--plugin", action="append", default=[],
+    add(
+        "--plugin",
+        action="append",
+        default=[],
         help="MODULE:NAME of a temporalio client Plugin (an agent framework's), for every "
-        "client; repeatable")  # fmt: skip
-    add("--address",
+        "client; repeatable",
+    )
+    add(
+        "--address",
         help="Temporal's HOST:PORT (default: TEMPORAL_ADDRESS or the Temporal CLI's profile, "
         "with its API key and TLS; else a server on 127.0.0.1:7233, else a private dev server "
-        "started for this run)")  # fmt: skip
+        "started for this run)",
+    )
     add("--namespace", help="default: TEMPORAL_NAMESPACE or the profile's, else default")
     add("--deadline-s", type=float, default=DEFAULT_DEADLINE_S, help="per cell")
-    add("--logs", type=Path, help="keep the workers' logs here (default: a temporary folder, "
-        "removed when every cell matches)")  # fmt: skip
-    add("--real-timeouts", action="store_true", help="wait for the server's timeouts after "
-        "every kill, as production does (slow)")  # fmt: skip
+    add(
+        "--logs",
+        type=Path,
+        help="keep the workers' logs here (default: a temporary folder, "
+        "removed when every cell matches)",
+    )
+    add(
+        "--real-timeouts",
+        action="store_true",
+        help="wait for the server's timeouts after every kill, as production does (slow)",
+    )
     return parser.parse_args(argv)
 
 

@@ -36,17 +36,31 @@ def configured() -> ClientConnectConfig:
 # (text in the error, the line to show, whether a retry is pointless): a refused TLS handshake
 # stays refused; a refused or closed connection may be a server still starting.
 _REASONS = (
-    ("Connection refused", "connection refused (is the server running? set TEMPORAL_ADDRESS)",
-     False),
-    ("fatal alert: CertificateRequired", "the server requires a client certificate "
-     "(set TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH)", True),
+    (
+        "Connection refused",
+        "connection refused (is the server running? set TEMPORAL_ADDRESS)",
+        False,
+    ),
+    (
+        "fatal alert: CertificateRequired",
+        "the server requires a client certificate "
+        "(set TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH)",
+        True,
+    ),
     ("fatal alert: UnknownCA", "the server does not trust the client certificate", True),
     ("fatal alert", "the server refused the TLS handshake", True),
-    ("invalid peer certificate", "the server's certificate is not trusted "
-     "(TEMPORAL_TLS_SERVER_CA_CERT_PATH, TEMPORAL_TLS_SERVER_NAME)", True),
-    ("broken pipe", "the server closed the connection (does it expect TLS? set TEMPORAL_TLS=true)",
-     False),
-)  # fmt: skip
+    (
+        "invalid peer certificate",
+        "the server's certificate is not trusted "
+        "(TEMPORAL_TLS_SERVER_CA_CERT_PATH, TEMPORAL_TLS_SERVER_NAME)",
+        True,
+    ),
+    (
+        "broken pipe",
+        "the server closed the connection (does it expect TLS? set TEMPORAL_TLS=true)",
+        False,
+    ),
+)
 
 
 def _reason(err: Exception) -> tuple[str, bool]:

@@ -183,9 +183,15 @@ async def _crash_test(
         )
         await forks
         runner = Runner(
-            client, address, procs, observe, drive=options.drive, namespace=namespace,
-            deadline_s=options.deadline_s, real_timeouts=options.real_timeouts,
-        )  # fmt: skip
+            client,
+            address,
+            procs,
+            observe,
+            drive=options.drive,
+            namespace=namespace,
+            deadline_s=options.deadline_s,
+            real_timeouts=options.real_timeouts,
+        )
         say(f"reference run of {target.workflow} (no crash)")
         reference = await runner.reference(target)
         say(f"reference state: {short(reference.observed, REFERENCE_CHARS)}")

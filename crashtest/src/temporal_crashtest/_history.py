@@ -127,19 +127,35 @@ def _found_in(run: RunHistory, untested: list[Untested]) -> list[_Found]:
             stamp = decode_stamp(a.header.fields.get(STAMP_HEADER))
             name = a.activity_type.name
             if stamp is None:
-                untested.append(Untested(f"{run.workflow_type} {name} (id {a.activity_id})",
-                                         "scheduled without crashtest's stamp: its worker is not "
-                                         "one of crashtest's (another task queue?)"))  # fmt: skip
+                untested.append(
+                    Untested(
+                        f"{run.workflow_type} {name} (id {a.activity_id})",
+                        "scheduled without crashtest's stamp: its worker is not "
+                        "one of crashtest's (another task queue?)",
+                    )
+                )
                 continue
             if a.task_queue.name != run.task_queue:
-                untested.append(Untested(f"{run.workflow_type} {name}",
-                                         f"runs on task queue {a.task_queue.name}, which "
-                                         "crashtest's workers do not poll"))  # fmt: skip
+                untested.append(
+                    Untested(
+                        f"{run.workflow_type} {name}",
+                        f"runs on task queue {a.task_queue.name}, which "
+                        "crashtest's workers do not poll",
+                    )
+                )
                 continue
             activities.append(
-                _Found(run, stamp.position, name, False, a.activity_id, e.event_time.ToDatetime(),
-                       a.workflow_task_completed_event_id, _short_input(list(a.input.payloads)))
-            )  # fmt: skip
+                _Found(
+                    run,
+                    stamp.position,
+                    name,
+                    False,
+                    a.activity_id,
+                    e.event_time.ToDatetime(),
+                    a.workflow_task_completed_event_id,
+                    _short_input(list(a.input.payloads)),
+                )
+            )
         elif (
             e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
             and e.marker_recorded_event_attributes.marker_name == LOCAL_ACTIVITY_MARKER
@@ -152,18 +168,29 @@ def _found_in(run: RunHistory, untested: list[Untested]) -> list[_Found]:
                 where = f"{run.workflow_type} local activity (event {e.event_id})"
                 untested.append(Untested(where, "its marker cannot be read"))
                 continue
-            markers.setdefault(seq, _Found(
-                run, 0, str(data.get("activity_type", "?")), True, str(data.get("activity_id", "")),
-                e.event_time.ToDatetime(), m.workflow_task_completed_event_id,
-            ))  # fmt: skip
+            markers.setdefault(
+                seq,
+                _Found(
+                    run,
+                    0,
+                    str(data.get("activity_type", "?")),
+                    True,
+                    str(data.get("activity_id", "")),
+                    e.event_time.ToDatetime(),
+                    m.workflow_task_completed_event_id,
+                ),
+            )
     taken = {a.position for a in activities}
     free = [p for p in range(1, len(activities) + len(markers) + 1) if p not in taken]
     locals_ = [markers[seq] for seq in sorted(markers)]
     if len(free) != len(locals_):
         for la in locals_:
-            untested.append(Untested(f"{run.workflow_type} {la.activity} (local)",
-                                     "its position among the run's activities cannot be told "
-                                     "from the history"))  # fmt: skip
+            untested.append(
+                Untested(
+                    f"{run.workflow_type} {la.activity} (local)",
+                    "its position among the run's activities cannot be told from the history",
+                )
+            )
         locals_ = []
     for position, la in zip(free, locals_, strict=False):
         la.position = position
@@ -241,10 +268,21 @@ def read_tree(runs: list[RunHistory]) -> Tree:
                 label += f" ({f.input})"
         if f.local:
             label += " (local)"
-        tree.boundaries.append(Boundary(
-            number, f.run.scope, f.position, f.activity, f.local, label, seen[f.activity],
-            f.activity_id, f.run.workflow_id, f.run.run_id, f.reset_event_id,
-        ))  # fmt: skip
+        tree.boundaries.append(
+            Boundary(
+                number,
+                f.run.scope,
+                f.position,
+                f.activity,
+                f.local,
+                label,
+                seen[f.activity],
+                f.activity_id,
+                f.run.workflow_id,
+                f.run.run_id,
+                f.reset_event_id,
+            )
+        )
     tree.warnings += _repeated_activity_ids(tree)
     return tree
 

@@ -156,8 +156,9 @@ class CrashSite:
                 f"{point}: one worker crashes itself once, after an effect or a checkpoint"
             )
         if point.position is None:
-            return cls(point.moment, ROOT_SCOPE, activity=point.activity,
-                       occurrence=point.occurrence)  # fmt: skip
+            return cls(
+                point.moment, ROOT_SCOPE, activity=point.activity, occurrence=point.occurrence
+            )
         return cls(point.moment, ROOT_SCOPE, point.position)
 
     def names(self, stamp: Stamp) -> bool:
@@ -278,8 +279,15 @@ class _StampingOutbound(worker.WorkflowOutboundInterceptor):
         # recorded the armed local activity's marker) completed; a local activity runs inside
         # the task, so it proves nothing.
         kill_on_start = self._armed_at is not None and not local
-        return Stamp(root, scope, self._scheduled, activity_type, local, kill_on_start,
-                     self._types[activity_type])  # fmt: skip
+        return Stamp(
+            root,
+            scope,
+            self._scheduled,
+            activity_type,
+            local,
+            kill_on_start,
+            self._types[activity_type],
+        )
 
     def _watch(self, handle: asyncio.Task[Any], stamp: Stamp) -> None:
         if not self._targets(stamp, Moment.AFTER_CHECKPOINT):
@@ -383,9 +391,10 @@ class CrashInterceptor(client.Interceptor, worker.Interceptor):
             held = [*self.attempts.values(), *([also] if also else [])]
             running = list(self.running.values())
             self.status.send(
-                "crash", in_flight=[{"scope": s.scope, "position": s.position} for s in running],
+                "crash",
+                in_flight=[{"scope": s.scope, "position": s.position} for s in running],
                 attempts=[asdict(a) for a in held],
-            )  # fmt: skip
+            )
             _kill(site, where, running, held)
 
     def intercept_activity(

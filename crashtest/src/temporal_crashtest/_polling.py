@@ -57,8 +57,12 @@ async def tree_histories(client: Client, workflow_id: str, first_run_id: str) ->
         )
         for e in history.events:
             if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
-                todo.append((wid, e.workflow_execution_continued_as_new_event_attributes
-                             .new_execution_run_id))  # fmt: skip
+                todo.append(
+                    (
+                        wid,
+                        e.workflow_execution_continued_as_new_event_attributes.new_execution_run_id,
+                    )
+                )
             elif e.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED:
                 child = e.child_workflow_execution_started_event_attributes.workflow_execution
                 todo.append((child.workflow_id, child.run_id))
@@ -158,8 +162,10 @@ async def progress_of(
                 and not (timed_out or killed)
             ):
                 first = with_likely_cause(a.last_failure.message)
-                return Stuck(f"activity {a.activity_type.name}{what} fails on every "
-                                f"attempt (attempt {a.attempt}): {first}")  # fmt: skip
+                return Stuck(
+                    f"activity {a.activity_type.name}{what} fails on every "
+                    f"attempt (attempt {a.attempt}): {first}"
+                )
         waiting = datetime.now(UTC) - pending.scheduled_time.ToDatetime(tzinfo=UTC)
         if (
             ready_for_s is not None
@@ -179,7 +185,7 @@ async def progress_of(
                 return Stuck(
                     f"no worker takes workflow tasks from task queue {queue}: does the factory's "
                     f"Worker register the workflow {run.description.workflow_type}?"
-                )  # fmt: skip
+                )
         if (
             raw.HasField("pending_workflow_task")
             or raw.pending_activities

@@ -118,9 +118,10 @@ class Report:
 
     def table(self, *, markdown: bool = False) -> str:
         waits = (
-            "recovery: timeouts waited on" if self.real_timeouts
+            "recovery: timeouts waited on"
+            if self.real_timeouts
             else "recovery (fast-forwarded): the timeouts production waits on"
-        )  # fmt: skip
+        )
         head = ["crash point", "activity", "result", "what differs", waits]
         rows = [
             [

@@ -254,9 +254,12 @@ class Runner:
         self, target: Target, run: _Run, queue: str, task_timeout: timedelta | None = None
     ) -> asyncio.Future[Any]:
         run.handle = await self.client.start_workflow(
-            target.workflow, target.input, id=run.workflow_id, task_queue=queue,
+            target.workflow,
+            target.input,
+            id=run.workflow_id,
+            task_queue=queue,
             task_timeout=task_timeout,
-        )  # fmt: skip
+        )
         if self.drive_fn is not None:
             run.drive = asyncio.ensure_future(_call(self.drive_fn, run.handle))
             run.drive.add_done_callback(lambda f: f.cancelled() or f.exception())  # seen later
@@ -301,9 +304,14 @@ class Runner:
             name = next(names)
             crash = site if stage < crashes else None
             started = await self.start_worker(
-                target, name, queue, crash, run.workflow_id if crash else None, warm=warm,
+                target,
+                name,
+                queue,
+                crash,
+                run.workflow_id if crash else None,
+                warm=warm,
                 task_timeout=short,
-            )  # fmt: skip
+            )
             workers.append(started)
             return started
 
@@ -337,12 +345,14 @@ class Runner:
                 run.kills.append(datetime.now(UTC).replace(tzinfo=None))
                 if run.killed_at is None:
                     run.killed_at = time.monotonic()
-                    run.in_flight = [f"{r['scope']}:{r['position']}" for r in crash.get(
-                        "in_flight", [])]  # fmt: skip
+                    run.in_flight = [
+                        f"{r['scope']}:{r['position']}" for r in crash.get("in_flight", [])
+                    ]
                     run.sticky_s = facts.get("sticky_s")
                 if not self.real_timeouts and run.handle is not None:
-                    done = await fast_forward(self.client, run.handle, attempts,
-                                              f"{point.crash_at if point else ''}")  # fmt: skip
+                    done = await fast_forward(
+                        self.client, run.handle, attempts, f"{point.crash_at if point else ''}"
+                    )
                     run.fast_forward = run.fast_forward or done
                 await asyncio.sleep(target.resume_after_s)  # e.g. past an idempotency key's TTL
                 assert successor is not None
@@ -370,16 +380,18 @@ class Runner:
         exited = asyncio.ensure_future(worker.child.wait())
         try:
             await asyncio.wait(
-                {warm, exited}, timeout=max(0.0, deadline - time.monotonic()),
+                {warm, exited},
+                timeout=max(0.0, deadline - time.monotonic()),
                 return_when=asyncio.FIRST_COMPLETED,
-            )  # fmt: skip
+            )
         finally:
             warm.cancel()
             exited.cancel()
         if not worker.status.warm.is_set():
             if worker.child.returncode is None:
-                raise _CellFailed(f"the next worker was not built in time: "
-                                  f"{self.procs.last_line(worker.name)}")  # fmt: skip
+                raise _CellFailed(
+                    f"the next worker was not built in time: {self.procs.last_line(worker.name)}"
+                )
             return  # it exited: waiting for the run says how
         with contextlib.suppress(ProcessLookupError):
             worker.child.send_signal(GO)
@@ -455,8 +467,9 @@ class Runner:
             result = await self._start(target, run, queue)
             await self._until_one_ends(run, result, worker, deadline)
             if not result.done():
-                raise _CellFailed(f"the worker exited before the run ended: "
-                                  f"{self.procs.last_line(worker.name)}")  # fmt: skip
+                raise _CellFailed(
+                    f"the worker exited before the run ended: {self.procs.last_line(worker.name)}"
+                )
             self._ended(run, result)
             assert run.handle is not None
             tree = read_tree(await self._histories(run.handle))
@@ -489,8 +502,10 @@ class Runner:
             run.failure = None
             await self._until_one_ends(run, result, worker, deadline)
             if not result.done():
-                raise _CellFailed(f"the worker exited before the reset run ended: "
-                                  f"{self.procs.last_line(worker.name)}")  # fmt: skip
+                raise _CellFailed(
+                    f"the worker exited before the reset run ended: "
+                    f"{self.procs.last_line(worker.name)}"
+                )
             self._ended(run, result)
             run.recovery_s = time.monotonic() - run.killed_at
         finally:
@@ -538,9 +553,10 @@ class Runner:
                 idle_checks = idle_checks + 1 if idle else 0
                 if idle_checks >= IDLE_CHECKS:
                     hint = (
-                        "pass --drive" if self.drive_fn is None
+                        "pass --drive"
+                        if self.drive_fn is None
                         else "the drive function returned without sending it"
-                    )  # fmt: skip
+                    )
                     raise _CellFailed(
                         "the run is idle, waiting for something nobody sends (a signal or an "
                         f"update?): {hint}"

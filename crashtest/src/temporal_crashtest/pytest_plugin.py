@@ -35,8 +35,17 @@ if TYPE_CHECKING:
     from temporal_crashtest._report import Report
 
 MARKER = "crashtest"
-OPTIONS = ("points", "jobs", "deadline_s", "data_converter", "address", "env", "repeat", "plugins",
-           "real_timeouts")  # fmt: skip
+OPTIONS = (
+    "points",
+    "jobs",
+    "deadline_s",
+    "data_converter",
+    "address",
+    "env",
+    "repeat",
+    "plugins",
+    "real_timeouts",
+)
 
 
 class CrashTest(Protocol):

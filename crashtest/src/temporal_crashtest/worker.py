@@ -50,17 +50,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--address", default=os.environ.get("TEMPORAL_ADDRESS", "127.0.0.1:7233"))
     parser.add_argument("--namespace", default="default")
     parser.add_argument("--data-converter", help="MODULE:NAME of a temporalio DataConverter")
-    parser.add_argument("--plugin", action="append", default=[],
-                        help="MODULE:NAME of a temporalio client Plugin (repeatable)")  # fmt: skip
+    parser.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        help="MODULE:NAME of a temporalio client Plugin (repeatable)",
+    )
     parser.add_argument("--crash-at", help="after-effect:N, after-checkpoint:N or a CrashSite JSON")
     parser.add_argument("--workflow-id", help="crash only in this workflow")
-    parser.add_argument("--task-timeout-s", type=float,
-                        help="start child workflows and continue-as-new runs with this workflow "
-                        "task timeout")  # fmt: skip
-    parser.add_argument("--status", help="a FIFO the crash test reads this worker's state from "
-                        "(warm, ready, the crash), as JSON lines")  # fmt: skip
-    parser.add_argument("--warm", action="store_true",
-                        help="build the worker, then poll only after SIGUSR1")  # fmt: skip
+    parser.add_argument(
+        "--task-timeout-s",
+        type=float,
+        help="start child workflows and continue-as-new runs with this workflow task timeout",
+    )
+    parser.add_argument(
+        "--status",
+        help="a FIFO the crash test reads this worker's state from "
+        "(warm, ready, the crash), as JSON lines",
+    )
+    parser.add_argument(
+        "--warm", action="store_true", help="build the worker, then poll only after SIGUSR1"
+    )
     return parser.parse_args(argv)
 
 
@@ -97,8 +107,9 @@ async def serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     if args.warm:
-        print(f"{WARM} pid {os.getpid()}, task queue {args.task_queue}", file=sys.stderr,
-              flush=True)  # fmt: skip
+        print(
+            f"{WARM} pid {os.getpid()}, task queue {args.task_queue}", file=sys.stderr, flush=True
+        )
         status.send("warm")
         waits = [asyncio.ensure_future(go.wait()), asyncio.ensure_future(stop.wait())]
         await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
@@ -114,8 +125,11 @@ async def serve(args: argparse.Namespace) -> int:
     }
     async with worker:
         crash = f", will SIGKILL itself at {point}" if point else ""
-        print(f"{READY} pid {os.getpid()}, task queue {args.task_queue}{crash}; "
-              f"{json.dumps(facts)}", file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"{READY} pid {os.getpid()}, task queue {args.task_queue}{crash}; {json.dumps(facts)}",
+            file=sys.stderr,
+            flush=True,
+        )
         status.send("ready", **facts)
         await stop.wait()
     return 0
