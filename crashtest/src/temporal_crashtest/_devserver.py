@@ -54,7 +54,17 @@ def dev_server_command(
     ui_port: int | None = 8233,
     db_file: Path | None = None,
 ) -> list[str]:
-    """The command line; `ui_port=None` runs without the web UI, `db_file=None` in memory."""
+    """`temporal server start-dev` with the tuning every dev server the tool starts gets.
+
+    Args:
+        binary: the `temporal` CLI.
+        ip, port: where the frontend listens.
+        ui_port: the web UI's port; None runs without the web UI.
+        db_file: the SQLite file the server keeps its state in; None: in memory.
+
+    Returns:
+        The command line, as a list for `subprocess`.
+    """
     cmd = [str(binary), "server", "start-dev", "--ip", ip, "--port", str(port)]
     cmd += ["--headless"] if ui_port is None else ["--ui-port", str(ui_port)]
     cmd += ["--log-level", "warn"]

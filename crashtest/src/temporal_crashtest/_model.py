@@ -25,7 +25,19 @@ Drive = Callable[[WorkflowHandle[Any, Any]], Any]
 
 @dataclass(frozen=True)
 class Target:
-    """What is crash-tested: how to build its worker, which workflow, with what input."""
+    """What is crash-tested: how to build its worker, which workflow, with what input.
+
+    Args:
+        worker: `MODULE:FACTORY`; `FACTORY(client, task_queue)` returns the Worker (or several,
+            one per task queue its process serves), built on the client it is given.
+        workflow: the workflow type name (the CLI also takes `MODULE:CLASS`).
+        input: the workflow's one argument, as JSON.
+        data_converter: `MODULE:NAME` of a temporalio DataConverter, for every client.
+        plugins: `MODULE:NAME` of temporalio client plugins (an agent framework's).
+        env: more environment for the worker processes.
+        resume_after_s: wait this long after a kill (or before a reset) before the run resumes,
+            e.g. past an idempotency key's TTL.
+    """
 
     worker: str  # MODULE:FACTORY, FACTORY(client, task_queue) -> Worker
     workflow: str  # the workflow type name

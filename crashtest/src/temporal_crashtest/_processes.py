@@ -146,7 +146,14 @@ class ForkServer:
 
 class Processes:
     """Starts `python ARGS` children with output to `<log_dir>/<name>.log`, and kills them all
-    when asked (`kill_all`), whatever state they are in."""
+    when asked (`kill_all`), whatever state they are in; each dies with this process, even if
+    this process is SIGKILLed.
+
+    Args:
+        log_dir: where each child's `<name>.log` goes (made if missing).
+        base_env: every child's environment (`start`'s keyword arguments are added to it).
+        cwd: the children's working directory; None: this process's.
+    """
 
     def __init__(self, log_dir: Path, base_env: Mapping[str, str], cwd: Path | None = None) -> None:
         self.log_dir = log_dir

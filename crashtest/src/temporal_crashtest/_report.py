@@ -83,7 +83,12 @@ class Untested:
 class Report:
     """A whole crash test: the reference (the run that never crashed), one Cell per crash point,
     what was not tested and why, and warnings; as a table (terminal or Markdown) or JSON. `ok`
-    when every cell matches the reference (and the reference matches --expect)."""
+    when every cell matches the reference (and the reference matches --expect).
+
+    Returns (its methods): `table()` the cells as a terminal or Markdown table, `notes()` what
+    was not tested, `summary()` one line, `failure_text()` what a failing test says,
+    `to_json()`/`write_json()` the report as the CLI's `--json` writes it.
+    """
 
     workflow: str
     activities: list[str]  # every boundary's label, in order
