@@ -442,17 +442,40 @@ def unexplained_task_timeouts(runs: list[RunHistory], killed: set[str]) -> int:
     return count
 
 
-def unexplained_activity_attempts(runs: list[RunHistory], kills: list[datetime]) -> int:
+def activity_attempts(runs: list[RunHistory]) -> dict[tuple[str, str], int]:
+    """The attempt each activity of the tree ended on, by (scope, activity id): a run without
+    a crash, read this way, says how many attempts its activities take by design (a poll by
+    retry, a service that is down at first)."""
+    found = {}
+    for run in runs:
+        ids = {
+            e.event_id: e.activity_task_scheduled_event_attributes.activity_id
+            for e in run.history.events
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        }
+        for e in run.history.events:
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+                started = e.activity_task_started_event_attributes
+                found[run.scope, ids.get(started.scheduled_event_id, "")] = started.attempt
+    return found
+
+
+def unexplained_activity_attempts(
+    runs: list[RunHistory],
+    kills: list[datetime],
+    by_design: dict[tuple[str, str], int] | None = None,
+) -> int:
     """How many activity attempts ended that no kill can have ended: an activity's recorded
-    attempt A had A - 1 attempts end before it, and each kill (`kills`, UTC, when the runner saw
-    the worker die) after the activity was scheduled may have ended one (the worker held it, or
-    had been handed it). More is an attempt of a live worker that timed out or failed (its
-    heartbeats late on a loaded machine, say), which repeats an unkeyed effect the crash did
-    not cause."""
+    attempt A had A - 1 attempts end before it; the run without a crash took `by_design` of
+    them (`activity_attempts` of the reference: a poll by retry fails on purpose), and each kill
+    (`kills`, UTC, when the runner saw the worker die) after the activity was scheduled may have
+    ended one more (the worker held it, or had been handed it). More is an attempt of a live
+    worker that timed out or failed (its heartbeats late on a loaded machine, say), which
+    repeats an unkeyed effect the crash did not cause."""
     count = 0
     for run in runs:
-        scheduled_at = {
-            e.event_id: e.event_time.ToDatetime()
+        scheduled = {
+            e.event_id: e
             for e in run.history.events
             if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
         }
@@ -460,9 +483,14 @@ def unexplained_activity_attempts(runs: list[RunHistory], kills: list[datetime])
             if e.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
                 continue
             started = e.activity_task_started_event_attributes
-            at = scheduled_at.get(started.scheduled_event_id)
+            event = scheduled.get(started.scheduled_event_id)
+            at = event.event_time.ToDatetime() if event is not None else None
+            activity_id = (
+                event.activity_task_scheduled_event_attributes.activity_id if event else ""
+            )
+            expected = (by_design or {}).get((run.scope, activity_id), 1)
             may_have_ended = sum(1 for k in kills if at is not None and k >= at)
-            count += max(0, started.attempt - 1 - may_have_ended)
+            count += max(0, started.attempt - expected - may_have_ended)
     return count
 
 

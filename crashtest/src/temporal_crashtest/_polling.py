@@ -21,14 +21,14 @@ from temporalio.client import Client, WorkflowExecutionDescription, WorkflowHand
 from temporalio.service import RPCError, RPCStatusCode
 
 from temporal_crashtest._history import RunHistory, seconds_text, with_likely_cause
-from temporal_crashtest._interceptor import ROOT_SCOPE, SCOPE_HEADER, WORKER_KILLED, decode_scope
+from temporal_crashtest._interceptor import ROOT_SCOPE, SCOPE_HEADER, decode_scope
 
 # A worker takes a second or two to start; a workflow task unclaimed for longer than this, on a
 # task queue that no worker polls for workflows, will never be taken.
 NO_POLLER_GRACE_S = 10.0
-# An activity whose attempts keep failing (not timing out) this many times is reported as
-# failing on every attempt, with its last failure.
-FAILING_ATTEMPTS = 3
+# Failures of an activity attempt that the worker's set-up makes, not the activity's code: no
+# retry can get past them.
+SET_UP_WRONG = ("failed decoding arguments", "is not registered on this worker")
 DEADLOCK = "[TMPRL1101]"  # the SDK's "Potential deadlock detected"
 DEADLOCK_ATTEMPTS = 4  # a workflow task failing so this many times in a row is reported
 
@@ -154,17 +154,16 @@ async def progress_of(
                 first = with_likely_cause(failures[-1])
                 return Stuck(f"the workflow task fails on the worker{what}: {first}")
         for a in raw.pending_activities:
-            timed_out = a.last_failure.HasField("timeout_failure_info")
-            killed = a.last_failure.application_failure_info.type == WORKER_KILLED
-            if (
-                a.attempt >= FAILING_ATTEMPTS
-                and a.last_failure.message
-                and not (timed_out or killed)
-            ):
+            # A failing activity is hopeless only when its retry policy says so (then it is no
+            # longer pending: the workflow has its failure), never after a count of attempts:
+            # polling by retry is a Temporal pattern. Only a failure the worker's set-up makes
+            # (an argument it cannot decode, an activity it does not register) ends the wait
+            # at once: no attempt can get past it.
+            if a.last_failure.message and _set_up_wrong(a.last_failure.message):
                 first = with_likely_cause(a.last_failure.message)
                 return Stuck(
-                    f"activity {a.activity_type.name}{what} fails on every "
-                    f"attempt (attempt {a.attempt}): {first}"
+                    f"activity {a.activity_type.name}{what} cannot run on this worker "
+                    f"(attempt {a.attempt}): {first}"
                 )
         waiting = datetime.now(UTC) - pending.scheduled_time.ToDatetime(tzinfo=UTC)
         if (
@@ -198,6 +197,11 @@ async def progress_of(
     return Idle() if idle else Going()
 
 
+def _set_up_wrong(message: str) -> bool:
+    lowered = message.lower()
+    return any(needle in lowered for needle in SET_UP_WRONG)
+
+
 async def what_it_waits_on(handle: WorkflowHandle[Any, Any]) -> str:
     """For a run that is taking too long: its pending activities, and which timeout will notice
     a dead worker in each."""
@@ -217,6 +221,8 @@ async def what_it_waits_on(handle: WorkflowHandle[Any, Any]) -> str:
     for p in pending:
         state = PendingActivityState.Name(p.state).removeprefix("PENDING_ACTIVITY_STATE_").lower()
         text = f"{p.activity_type.name} attempt {p.attempt} {state}"
+        if p.last_failure.message:
+            text += f" (last failure: {with_likely_cause(p.last_failure.message)})"
         attrs = scheduled.get(p.activity_id)
         if p.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED and attrs is not None:
             if attrs.HasField("heartbeat_timeout") and attrs.heartbeat_timeout.ToSeconds():

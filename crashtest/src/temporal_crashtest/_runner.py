@@ -38,6 +38,7 @@ from temporal_crashtest._history import (
     Boundary,
     RunHistory,
     Wait,
+    activity_attempts,
     read_tree,
     recovery_waits,
     unexplained_activity_attempts,
@@ -402,7 +403,8 @@ class Runner:
         """What the recovery waited on in production, from the crashed run's history."""
         assert run.handle is not None
         tree = read_tree(await self._histories(run.handle))
-        run.unexplained = unexplained_activity_attempts(tree.runs, run.kills)
+        by_design = activity_attempts(reference.tree.runs) if reference else None
+        run.unexplained = unexplained_activity_attempts(tree.runs, run.kills, by_design)
         if short is not None:
             run.unexplained += unexplained_task_timeouts(tree.runs, set(run.killed))
         crashed = tree.run(point.boundary.scope)
