@@ -85,6 +85,24 @@ RUNS: dict[str, list[str]] = {
     ),
     "retries-keyed": shape("retries", "keyed_worker", "PollThenCharge", "i-1"),
     "retries-unkeyed": shape("retries", "unkeyed_worker", "PollThenCharge", "i-1"),
+    "declined-keyed": shape("ends", "keyed_worker", "DeclinedCharge", "i-1"),
+    "declined-unkeyed": shape("ends", "unkeyed_worker", "DeclinedCharge", "i-1"),
+    "cancelled-keyed": shape(
+        "ends",
+        "keyed_worker",
+        "CancelledOrder",
+        "i-1",
+        "--drive",
+        "examples.shapes.ends:cancel_after_the_charge",
+    ),
+    "cancelled-unkeyed": shape(
+        "ends",
+        "unkeyed_worker",
+        "CancelledOrder",
+        "i-1",
+        "--drive",
+        "examples.shapes.ends:cancel_after_the_charge",
+    ),
     "broken": [
         "--worker",
         "examples.shapes.broken:build",
@@ -176,6 +194,15 @@ def test_every_shape_keyed_and_unkeyed(db_url: str, temporal_address: str, tmp_p
     assert not any(c["fast_forward"] and "ran again" in " ".join(c["fast_forward"])
                    for c in report["cells"])  # fmt: skip
     assert_caught(results["retries-unkeyed"], {"after-effect:2"}, "effects: 1 → 2 entries")
+
+    # Runs that end failed or cancelled by design: the end is part of the state. A crash after
+    # the fraud check failed for good (before its failure is recorded) is a point too.
+    report = assert_clean(results["declined-keyed"], ["charge", "check_fraud"])
+    assert report["reference_end"] == "failed: FraudSuspected: i-1: fraud suspected"
+    assert_caught(results["declined-unkeyed"], {"after-effect:1"}, "effects: 1 → 2 entries")
+    report = assert_clean(results["cancelled-keyed"], ["charge"])
+    assert report["reference_end"] == "cancelled"
+    assert_caught(results["cancelled-unkeyed"], {"after-effect:1"}, "effects: 1 → 2 entries")
 
     # An activity the worker cannot run (its argument does not decode) is reported at once, with
     # its failure, not waited on.

@@ -195,6 +195,8 @@ async def _crash_test(
         say(f"reference run of {target.workflow} (no crash)")
         reference = await runner.reference(target)
         say(f"reference state: {short(reference.observed, REFERENCE_CHARS)}")
+        if reference.end != "completed":  # by design, or not: every cell must end so too
+            say(f"the run without a crash ends {reference.end}")
         report = Report(
             workflow=target.workflow,
             activities=[b.label for b in reference.boundaries],
@@ -203,6 +205,7 @@ async def _crash_test(
             seconds=0.0,
             warnings=list(reference.tree.warnings),
             real_timeouts=options.real_timeouts,
+            reference_end=reference.end,
         )
         if options.expect is not NOTHING:
             report.expect_diff = differences(to_json(options.expect, "expect"), reference.observed)

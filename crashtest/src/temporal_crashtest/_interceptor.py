@@ -56,6 +56,7 @@ from typing import Any
 
 from temporalio import activity, client, worker, workflow
 from temporalio.api.common.v1 import Payload
+from temporalio.exceptions import ApplicationError
 
 from temporal_crashtest._errors import CrashPointError
 from temporal_crashtest._points import CrashPoint, Moment
@@ -121,6 +122,19 @@ def _another_attempt(info: activity.Info) -> bool:
         if spent + wait + backoff >= info.schedule_to_close_timeout:
             return False
     return True
+
+
+def _fails_for_good(err: Exception, info: activity.Info) -> bool:
+    """Whether this failure ends the activity: no attempt follows it under its retry policy."""
+    if isinstance(err, asyncio.CancelledError):
+        return False
+    if isinstance(err, ApplicationError) and err.non_retryable:
+        return True
+    policy = info.retry_policy
+    kind = err.type if isinstance(err, ApplicationError) and err.type else type(err).__name__
+    if policy is not None and kind in (policy.non_retryable_error_types or ()):
+        return True
+    return not _another_attempt(info)
 
 
 @dataclass(frozen=True)
@@ -356,12 +370,22 @@ class _CrashingActivity(worker.ActivityInboundInterceptor):
         key = next(self.crash.ids)
         self.crash.running[key] = stamp
         self.crash.attempts[key] = held = Attempt.of(activity.info())
+        here = site.moment is Moment.AFTER_EFFECT and site.names(stamp)
         try:
             result = await super().execute_activity(input)
+        except Exception as err:
+            # An attempt that fails for good (non-retryable, or its last) is the activity's end
+            # too: killed before the failure is recorded, its timeout lets it run again.
+            if here and _fails_for_good(err, activity.info()):
+                self.crash.running.pop(key, None)
+                self.crash.attempts.pop(key, None)
+                where = f"{stamp.label()} failed for good; its failure is not yet recorded"
+                self.crash.kill(site, where, also=held)
+            raise
         finally:
             self.crash.running.pop(key, None)
             self.crash.attempts.pop(key, None)
-        if site.moment is Moment.AFTER_EFFECT and site.names(stamp):
+        if here:
             where = f"{stamp.label()} returned; its completion is not yet recorded"
             self.crash.kill(site, where, also=held)
         return result

@@ -81,8 +81,11 @@ def _reachable_after_checkpoint(tree: Tree, b: Boundary) -> str | None:
 
 @dataclass(frozen=True)
 class Reference:
+    """The run without a crash: its observed state, its tree of boundaries, and how it ended."""
+
     observed: Any
     tree: Tree
+    end: str = "completed"
 
     @property
     def boundaries(self) -> list[Boundary]:

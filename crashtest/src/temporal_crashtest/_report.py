@@ -100,6 +100,7 @@ class Report:
     expect_diff: str | None = None  # the reference differs from --expect, and how
     real_timeouts: bool = False  # False: the recoveries were fast-forwarded
     logs: str | None = None  # where the workers' logs were kept (None: removed, all matched)
+    reference_end: str = "completed"  # how the run without a crash ended; every cell must too
 
     @property
     def ok(self) -> bool:
@@ -164,10 +165,14 @@ class Report:
                 f"{self.workflow}: the run without a crash already differs from what you "
                 f"expect: {self.expect_diff}"
             )
+        ends = (
+            "" if self.reference_end == "completed"
+            else f" (each {self.reference_end}, as the run without a crash)"
+        )  # fmt: skip
         if self.ok:
             return (
-                f"{self.workflow}: all {len(self.cells)} crash points end in the no-crash state "
-                f"({self.seconds:.1f} s)"
+                f"{self.workflow}: all {len(self.cells)} crash points end in the no-crash "
+                f"state{ends} ({self.seconds:.1f} s)"
             )
         names = ", ".join(f"{c.crash_at} ({c.activity})" for c in self.failed)
         return (

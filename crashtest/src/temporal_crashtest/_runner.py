@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from temporalio import exceptions as temporal_errors
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
@@ -77,7 +78,7 @@ class _Worker:
 class _Run:
     workflow_id: str
     handle: WorkflowHandle[Any, Any] | None = None
-    failure: str | None = None
+    end: str = ""  # how the run ended (`ending`): every cell must end as the reference did
     killed_at: float | None = None
     recovery_s: float | None = None
     crashes: int = 0
@@ -179,14 +180,15 @@ class Runner:
         return to_json(value, f"observe({workflow_id!r})")
 
     async def reference(self, target: Target) -> Reference:
-        """Run once without a crash: the state to reach, and the boundaries to crash at."""
+        """Run once without a crash: the state to reach, how the run ends (completed, or failed,
+        cancelled, ... by design), and the boundaries to crash at."""
         run = _Run(self._workflow_id("reference"))
         try:
             await self._run(target, None, run)
         except _CellFailed as err:
             raise CrashTestAborted(f"the reference run (no crash) failed: {err}") from None
-        if run.failure is not None or run.handle is None:
-            raise CrashTestAborted(f"the reference run (no crash) failed: {run.failure}")
+        if run.handle is None:
+            raise CrashTestAborted("the reference run (no crash) did not start")
         tree = read_tree(await self._histories(run.handle))
         if not tree.boundaries:
             raise CrashTestAborted(
@@ -194,7 +196,7 @@ class Runner:
                 "crash" + "".join(f"; {u.boundary}: {u.why}" for u in tree.untested)
             )
         observed = await self.observe(run.workflow_id)
-        return Reference(observed, tree)
+        return Reference(observed, tree, run.end)
 
     async def cell(self, target: Target, point: CellPoint | None, reference: Reference) -> Cell:
         """One crash (None: no crash) or reset, compared with the reference."""
@@ -224,14 +226,18 @@ class Runner:
             observed = await self.observe(run.workflow_id)
         except CrashTestAborted as err:
             observed, error = None, error or str(err)
-        diff = error or run.failure or differences(reference.observed, observed)
+        ends_alike = run.end == reference.end
+        diff = error or (
+            None if ends_alike else f"the run {run.end}; without a crash it {reference.end}"
+        )
+        diff = diff or differences(reference.observed, observed)
         activity = point.boundary.label if point else ""
         labels = {f"{b.scope}:{b.position}": b.label for b in reference.boundaries}
         return Cell(
             workflow_id=run.workflow_id,
             crash_at=crash_at,
             activity=activity,
-            matches=error is None and run.failure is None and observed == reference.observed,
+            matches=error is None and ends_alike and observed == reference.observed,
             observed=observed,
             diff=diff,
             recovery_s=None if run.recovery_s is None else round(run.recovery_s, 2),
@@ -269,14 +275,11 @@ class Runner:
         return result
 
     def _ended(self, run: _Run, result: asyncio.Future[Any]) -> None:
-        """Record how the run ended: its failure, if it failed."""
+        """Record how the run ended (`ending`): completed, failed (and how), cancelled, ..."""
         error = result.exception()
-        if isinstance(error, WorkflowFailureError):
-            cause = error.cause
-            message = str(getattr(cause, "message", None) or cause)
-            run.failure = f"the run failed: {with_likely_cause(message)}"
-        elif error is not None:
+        if error is not None and not isinstance(error, WorkflowFailureError):
             raise _CellFailed(f"waiting for the result: {type(error).__name__}: {error}")
+        run.end = ending(error, run.workflow_id)
 
     async def _run(
         self,
@@ -501,7 +504,7 @@ class Runner:
             run.handle = self.client.get_workflow_handle(run.workflow_id, run_id=reset.run_id)
             result = asyncio.ensure_future(run.handle.result())
             result.add_done_callback(lambda f: f.cancelled() or f.exception())
-            run.failure = None
+            run.end = ""
             await self._until_one_ends(run, result, worker, deadline)
             if not result.done():
                 raise _CellFailed(
@@ -565,6 +568,26 @@ class Runner:
                     )
         finally:
             exited.cancel()
+
+
+def ending(error: WorkflowFailureError | None, workflow_id: str) -> str:
+    """How a run ended, in words that compare equal across runs: `completed`, `failed: TYPE:
+    MESSAGE` (the innermost cause; the run's own workflow id masked), `cancelled`,
+    `terminated`, `timed out`."""
+    if error is None:
+        return "completed"
+    cause: BaseException = error.cause
+    if isinstance(cause, temporal_errors.CancelledError):
+        return "cancelled"
+    if isinstance(cause, temporal_errors.TerminatedError):
+        return "terminated"
+    if isinstance(cause, temporal_errors.TimeoutError):  # the workflow's own timeout
+        return "timed out"
+    while getattr(cause, "cause", None) is not None:
+        cause = cause.cause  # type: ignore[attr-defined]
+    kind = getattr(cause, "type", None) or type(cause).__name__
+    message = with_likely_cause(str(getattr(cause, "message", None) or cause))
+    return f"failed: {kind}: {message.replace(workflow_id, '<workflow id>')}"
 
 
 def _holds_a_task(point: CellPoint) -> bool:
