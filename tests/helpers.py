@@ -129,6 +129,15 @@ def crashtest_runs(
     return results
 
 
+ONLY_ENDS = "after it the run only ends"
+
+
+def untested_but_the_end(report: dict[str, Any]) -> list[dict[str, str]]:
+    """What a crash test left untested, besides the point after the last boundary of a run that
+    only ended there."""
+    return [u for u in report["untested"] if not u["why"].startswith(ONLY_ENDS)]
+
+
 def failing(report: dict[str, Any]) -> set[str]:
     """The crash points of a crashtest report whose final state differs from the reference."""
     return {c["crash_at"] for c in report["cells"] if not c["matches"]}

@@ -73,6 +73,54 @@ class Tree:
     def run(self, scope: str) -> RunHistory | None:
         return next((r for r in self.runs if r.scope == scope), None)
 
+    def only_ends_after(self, b: Boundary) -> bool:
+        """Whether, after `b`'s completion, the run without a crash only ended: the root's last
+        run closed in the very workflow task that took the result (no timer, message, child or
+        later task between). Otherwise a kill there is a crash point like any other: the run
+        still had work to do."""
+        run = self.run(b.scope)
+        chain = [r for r in self.runs if "/" not in r.scope]  # the root's runs, in order
+        if run is None or b.local or not chain or run is not chain[-1]:
+            return False
+        events = list(run.history.events)
+        scheduled = next(
+            (e.event_id for e in events
+             if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+             and e.activity_task_scheduled_event_attributes.activity_id == b.activity_id),
+            None,
+        )  # fmt: skip
+        ended = next((i for i, e in enumerate(events) if _closes_activity(e) == scheduled), None)
+        if scheduled is None or ended is None:
+            return False
+        after = [e.event_type for e in events[ended + 1 :]]
+        task = [
+            EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED,
+            EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED,
+            EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED,
+        ]
+        return after[:3] == task and len(after) == 4 and after[3] in RUN_ENDS
+
+
+# The events that close a run for good (a continue-as-new goes on in the next run).
+RUN_ENDS = frozenset({
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT,
+})  # fmt: skip
+
+
+def _closes_activity(e: HistoryEvent) -> int | None:
+    """The scheduled event id of the activity this event ends, if it ends one."""
+    if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+        return e.activity_task_completed_event_attributes.scheduled_event_id
+    if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED:
+        return e.activity_task_failed_event_attributes.scheduled_event_id
+    if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
+        return e.activity_task_timed_out_event_attributes.scheduled_event_id
+    return None
+
 
 @dataclass
 class _Found:

@@ -92,12 +92,15 @@ class Reference:
         return self.tree.boundaries
 
     def every_point(self, repeat: int = 1) -> tuple[list[CellPoint], list[Untested]]:
-        """after-effect at every boundary, after-checkpoint at every one but the last (after
-        it the run only ends)."""
+        """after-effect at every boundary, after-checkpoint at every one whose completion the
+        run goes on from (after the last, when the run without a crash only ended there, a
+        kill could repeat nothing: it is listed as not tested, with why)."""
         effects = [CellPoint(Moment.AFTER_EFFECT, b, repeat) for b in self.boundaries]
         checkpoints, untested = [], []
-        for b in self.boundaries[:-1]:
+        for b in self.boundaries:
             why = _reachable_after_checkpoint(self.tree, b)
+            if why is None and b is self.boundaries[-1] and self.tree.only_ends_after(b):
+                why = "after it the run only ends (it closed in the task that took this result)"
             if why is None:
                 checkpoints.append(CellPoint(Moment.AFTER_CHECKPOINT, b, repeat))
             else:
