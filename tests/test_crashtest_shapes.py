@@ -15,7 +15,9 @@ MONTHS = {"customer": "acme", "months": 2}
 BOTH_MONTHS = {"effects": ["charge acme month 1", "charge acme month 2"]}
 
 
-def shape(module: str, factory: str, workflow: str, input: Any, *more: str) -> list[str]:
+def shape(
+    module: str, factory: str, workflow: str, input: Any, *more: str, observe: list[str] = OBSERVE
+) -> list[str]:
     return [
         "--worker",
         f"examples.shapes.{module}:{factory}",
@@ -23,7 +25,7 @@ def shape(module: str, factory: str, workflow: str, input: Any, *more: str) -> l
         f"examples.shapes.{module}:{workflow}",
         "--input",
         json.dumps(input),
-        *OBSERVE,
+        *observe,
         "--jobs",
         "3",
         *more,
@@ -102,6 +104,20 @@ RUNS: dict[str, list[str]] = {
         "i-1",
         "--drive",
         "examples.shapes.ends:cancel_after_the_charge",
+    ),
+    "parallel-slow-keyed": shape(
+        "parallel_slow",
+        "keyed_worker",
+        "ParallelSlowCharges",
+        ["i-1", "i-2", "i-3"],
+        observe=["--observe", "examples.shapes.parallel_slow:charges_of"],
+    ),
+    "parallel-slow-unkeyed": shape(
+        "parallel_slow",
+        "unkeyed_worker",
+        "ParallelSlowCharges",
+        ["i-1", "i-2", "i-3"],
+        observe=["--observe", "examples.shapes.parallel_slow:charges_of"],
     ),
     "broken": [
         "--worker",
@@ -194,6 +210,17 @@ def test_every_shape_keyed_and_unkeyed(db_url: str, temporal_address: str, tmp_p
     assert not any(c["fast_forward"] and "ran again" in " ".join(c["fast_forward"])
                    for c in report["cells"])  # fmt: skip
     assert_caught(results["retries-unkeyed"], {"after-effect:2"}, "effects: 1 → 2 entries")
+
+    # Parallel activities with 5-minute timeouts and no heartbeat: what the dead worker held
+    # besides the crashed attempt is failed at once (found from the server), so no cell waits
+    # out a timeout; every point is made (which one finishes last varies from run to run).
+    slow = ["charge#1 (i-1)", "charge#2 (i-2)", "charge#3 (i-3)"]
+    report = assert_clean(results["parallel-slow-keyed"], slow)
+    assert all(c["recovery_s"] < 10 for c in report["cells"] if c["recovery_s"]), report["cells"]
+    assert len(report["cells"]) == 6
+    done, report = results["parallel-slow-unkeyed"]
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert failing(report) == {"after-effect:1", "after-effect:2", "after-effect:3"}
 
     # Runs that end failed or cancelled by design: the end is part of the state. A crash after
     # the fraud check failed for good (before its failure is recorded) is a point too.

@@ -99,13 +99,27 @@ class Reference:
         checkpoints, untested = [], []
         for b in self.boundaries:
             why = _reachable_after_checkpoint(self.tree, b)
-            if why is None and b is self.boundaries[-1] and self.tree.only_ends_after(b):
+            if why is None and b is self.boundaries[-1] and self._only_ends_after(b):
                 why = "after it the run only ends (it closed in the task that took this result)"
             if why is None:
                 checkpoints.append(CellPoint(Moment.AFTER_CHECKPOINT, b, repeat))
             else:
                 untested.append(Untested(f"after-checkpoint:{b.number} ({b.label})", why))
         return effects + checkpoints, untested
+
+    def _only_ends_after(self, b: Boundary) -> bool:
+        """After `b` the run only ended — and will in every run: a boundary that ran beside
+        others (scheduled in the same workflow task) may be the last to finish in one run and
+        not in another, so its point is always made."""
+        return not self.siblings(b) and self.tree.only_ends_after(b)
+
+    def siblings(self, b: Boundary) -> list[Boundary]:
+        """The boundaries that ran beside `b`: scheduled in the same workflow task of its run."""
+        return [
+            o
+            for o in self.boundaries
+            if o is not b and o.scope == b.scope and o.reset_event_id == b.reset_event_id
+        ]
 
     def resolve(self, text: str, repeat: int = 1) -> CellPoint:
         """A crash point as the user wrote it: by position, by label, or by activity type."""

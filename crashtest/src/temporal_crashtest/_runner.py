@@ -299,7 +299,14 @@ class Runner:
         crashes = point.repeat if point else 0
         site = point.site() if point else None
         short = None
-        if shorten and not self.real_timeouts and point is not None and _holds_a_task(point):
+        if (
+            shorten
+            and not self.real_timeouts
+            and point is not None
+            and (
+                _holds_a_task(point) or (reference is not None and _has_siblings(point, reference))
+            )
+        ):
             short = SHORT_TASK_TIMEOUT
         names = (f"{queue}-{letter}" for letter in "abcdefghijkl")
 
@@ -354,10 +361,13 @@ class Runner:
                     ]
                     run.sticky_s = facts.get("sticky_s")
                 if not self.real_timeouts and run.handle is not None:
-                    done = await fast_forward(
-                        self.client, run.handle, attempts, f"{point.crash_at if point else ''}"
-                    )
-                    run.fast_forward = run.fast_forward or done
+                    forward = await fast_forward(
+                        self.client, run.handle, attempts, point.crash_at if point else "",
+                        str(facts.get("identity") or "") or None,
+                    )  # fmt: skip
+                    run.fast_forward = run.fast_forward or forward.done
+                    if run.crashes == 1:
+                        run.in_flight += [f"{name} (held)" for name in forward.also_held]
                 await asyncio.sleep(target.resume_after_s)  # e.g. past an idempotency key's TTL
                 assert successor is not None
                 current = successor
@@ -588,6 +598,13 @@ def ending(error: WorkflowFailureError | None, workflow_id: str) -> str:
     kind = getattr(cause, "type", None) or type(cause).__name__
     message = with_likely_cause(str(getattr(cause, "message", None) or cause))
     return f"failed: {kind}: {message.replace(workflow_id, '<workflow id>')}"
+
+
+def _has_siblings(point: CellPoint, reference: Reference) -> bool:
+    """Whether the boundary ran beside others (scheduled by the same workflow task): then a kill
+    after its effect may come while the worker holds the workflow task a sibling's completion
+    started, and that task ends only at the workflow task timeout."""
+    return bool(reference.siblings(point.boundary))
 
 
 def _holds_a_task(point: CellPoint) -> bool:
