@@ -119,6 +119,7 @@ RUNS: dict[str, list[str]] = {
         ["i-1", "i-2", "i-3"],
         observe=["--observe", "examples.shapes.parallel_slow:charges_of"],
     ),
+    "no-retry": shape("no_retry", "keyed_worker", "ChargeOnce", "i-1"),
     "broken": [
         "--worker",
         "examples.shapes.broken:build",
@@ -221,6 +222,17 @@ def test_every_shape_keyed_and_unkeyed(db_url: str, temporal_address: str, tmp_p
     done, report = results["parallel-slow-unkeyed"]
     assert done.returncode == 1, done.stdout + done.stderr
     assert failing(report) == {"after-effect:1", "after-effect:2", "after-effect:3"}
+
+    # A killed attempt no retry follows: the cell ends at once with what production sees, not
+    # after the 5-minute timeout (keys cannot help; retries can).
+    done, report = results["no-retry"]
+    assert done.returncode == 1, done.stdout + done.stderr
+    [cell] = report["cells"]
+    assert cell["crash_at"] == "after-effect:1" and cell["seconds"] < 30
+    assert cell["diff"].startswith(
+        "the run cannot recover: no retry follows the killed attempt of charge (attempt 1 of at "
+        "most 1): the activity fails in the workflow when its start-to-close timeout 300 s expires"
+    )
 
     # Runs that end failed or cancelled by design: the end is part of the state. A crash after
     # the fraud check failed for good (before its failure is recorded) is a point too.

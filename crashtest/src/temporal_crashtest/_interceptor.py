@@ -94,15 +94,41 @@ class Attempt:
     workflow_id: str = ""
     run_id: str = ""
     activity_id: str = ""
+    ends: str = ""  # when not retryable: what production sees, in words
 
     @classmethod
     def of(cls, info: activity.Info) -> Attempt:
         token = base64.b64encode(info.task_token).decode()
         where = (info.workflow_id or "", info.workflow_run_id or "", info.activity_id)
-        return cls(token, _another_attempt(info), *where)
+        retryable = _another_attempt(info)
+        return cls(token, retryable, *where, "" if retryable else _final_timeout(info))
 
     def task_token(self) -> bytes:
         return base64.b64decode(self.token)
+
+
+def _final_timeout(info: activity.Info) -> str:
+    """What ends an attempt no retry follows, once its worker is dead: its timeout, then the
+    activity's failure in the workflow."""
+    policy = info.retry_policy
+    timeout = (
+        info.heartbeat_timeout or info.start_to_close_timeout or info.schedule_to_close_timeout
+    )
+    kind = "heartbeat" if info.heartbeat_timeout else "start-to-close"
+    if not (info.heartbeat_timeout or info.start_to_close_timeout):
+        kind = "schedule-to-close"
+    why = (
+        f"attempt {info.attempt} of at most {policy.maximum_attempts}"
+        if policy is not None
+        and policy.maximum_attempts
+        and info.attempt >= policy.maximum_attempts
+        else "its schedule-to-close timeout leaves no time for another attempt"
+    )
+    seconds = f" {timeout.total_seconds():g} s" if timeout else ""
+    return (
+        f"no retry follows the killed attempt of {info.activity_type} ({why}): the activity "
+        f"fails in the workflow when its {kind} timeout{seconds} expires"
+    )
 
 
 def _another_attempt(info: activity.Info) -> bool:

@@ -351,6 +351,7 @@ class Runner:
                 current.status.drain()  # what it wrote before it died is all there
                 crash = current.status.crash or {}
                 attempts = [Attempt(**a) for a in crash.get("attempts", [])]
+                final = [a.ends for a in attempts if not a.retryable and a.ends]
                 facts = current.status.facts
                 run.killed.append(str(facts.get("identity")))
                 run.kills.append(datetime.now(UTC).replace(tzinfo=None))
@@ -368,6 +369,12 @@ class Runner:
                     run.fast_forward = run.fast_forward or forward.done
                     if run.crashes == 1:
                         run.in_flight += [f"{name} (held)" for name in forward.also_held]
+                if final and not self.real_timeouts:
+                    # Nothing will retry it: waiting would only wait out its timeout. Production's
+                    # run does not reach the reference state; say what it sees instead.
+                    run.end = f"cannot recover: {final[0]}"
+                    run.recovery_s = time.monotonic() - (run.killed_at or time.monotonic())
+                    return
                 await asyncio.sleep(target.resume_after_s)  # e.g. past an idempotency key's TTL
                 assert successor is not None
                 current = successor
