@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -166,3 +167,35 @@ def test_the_tool_depends_on_temporalio_and_the_standard_library_only() -> None:
             else:
                 continue
             assert {n.split(".")[0] for n in names} <= allowed, (path, names)
+
+
+def test_the_console_script_imports_from_the_working_directory_and_can_force_a_dev_server(
+    tmp_path: Path,
+) -> None:
+    """`temporal-crashtest run` from the folder that holds the app, as `python -m` runs there
+    (the app is not on PYTHONPATH), on a private dev server asked for with --dev-server (the
+    header says so); an output folder that does not exist is refused before anything runs."""
+    script = Path(sys.executable).parent / "temporal-crashtest"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TEMPORAL_ADDRESS")}
+    env |= {"NOTES_DIR": str(tmp_path), "NOTES_KEYED": "1"}
+    args = [str(script), "run", *NOTES, "--points", "after-effect:1", "--dev-server"]
+    done = subprocess.run(args, env=env, cwd=APPS, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "crashtest: as asked: a private dev server on 127.0.0.1:" in done.stderr
+    missing = tmp_path / "no-such-folder" / "report.json"
+    refused = subprocess.run([*args, "--json", str(missing)], env=env, cwd=APPS,
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert refused.returncode == 2, refused.stderr
+    assert last_line(refused) == (
+        f"crashtest: error: --json {missing}: the folder {missing.parent} does not exist"
+    )
+
+
+def test_a_run_behind_a_long_timer_names_the_timer(app_env: dict[str, str], tmp_path: Path) -> None:
+    args = ["--worker", "sleeper_app:build", "--workflow", "sleeper_app:SleepsAnHour",
+            "--input", "null", "--observe", "notes_app:notes_of", "--deadline-s", "5"]  # fmt: skip
+    done = crashtest(args, app_env, tmp_path, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "no result within 5 s; the run is running; a timer of 3600.0 s is pending" in (
+        last_line(done)
+    )

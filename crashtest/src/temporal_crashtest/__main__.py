@@ -3,8 +3,8 @@
     python -m temporal_crashtest run --worker MODULE:FACTORY --workflow MODULE:CLASS --input JSON \\
         --observe MODULE:FUNC [--drive MODULE:FUNC] [--expect JSON|@FILE] [--points LIST] \\
         [--repeat N] [--plugin MODULE:NAME]... [--data-converter MODULE:NAME] [--json PATH] \\
-        [--markdown PATH] [--jobs N] [--address HOST:PORT] [--deadline-s S] [--logs DIR] \\
-        [--real-timeouts]
+        [--markdown PATH] [--jobs N] [--address HOST:PORT | --dev-server] [--deadline-s S] \\
+        [--logs DIR] [--real-timeouts]
 
 FACTORY(client, task_queue) -> Worker builds your worker on the client it is given (which
 carries crashtest's interceptor). OBSERVE(workflow_id) -> JSON returns your view of a run's final
@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import sys
 from pathlib import Path
@@ -89,6 +90,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "started for this run)",
     )
     add("--namespace", help="default: TEMPORAL_NAMESPACE or the profile's, else default")
+    add("--dev-server", action="store_true", help="start a private dev server for this test, "
+        "whatever is configured or listening on 127.0.0.1:7233")  # fmt: skip
     add("--deadline-s", type=float, default=DEFAULT_DEADLINE_S, help="per cell")
     add(
         "--logs",
@@ -167,6 +170,7 @@ def from_args(args: argparse.Namespace) -> tuple[Target, Observe, CrashTestOptio
         deadline_s=args.deadline_s,
         real_timeouts=args.real_timeouts,
         log_dir=args.logs,
+        dev_server=args.dev_server,
         progress=progress,
         say=say,
     )
@@ -205,6 +209,10 @@ async def main(
 
 
 def cli() -> None:
+    # As `python -m` does: the working directory's modules are importable (the installed
+    # `temporal-crashtest` script's own folder is on sys.path instead).
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
     args = parse_args()
     try:
         target, observe, options = from_args(args)

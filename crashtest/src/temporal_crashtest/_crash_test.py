@@ -65,6 +65,8 @@ class CrashTestOptions:
         real_timeouts: wait for the server's timeouts after a kill instead of fast-forwarding.
         log_dir: keep the workers' logs here (None: a temporary folder, removed when every cell
             matches).
+        dev_server: start a private dev server for this test (tuned, in memory), whatever is
+            configured or listening on 127.0.0.1:7233.
         progress: called with (cells done, cells in all, the cell) as each cell ends.
         say: called with each line of progress (the server used, the reference, the points).
     """
@@ -79,6 +81,7 @@ class CrashTestOptions:
     deadline_s: float = DEFAULT_DEADLINE_S
     real_timeouts: bool = False
     log_dir: Path | None = None
+    dev_server: bool = False
     progress: Callable[[int, int, Cell], None] | None = None
     say: Callable[[str], None] | None = None
 
@@ -92,6 +95,8 @@ class CrashTestOptions:
             raise InputError(f"repeat must be 1 to {MAX_REPEAT}")
         for point in self.points or ():
             CrashPoint.parse(point)
+        if self.dev_server and self.address:
+            raise InputError("a private dev server and an address: give one or the other")
 
 
 def check_target(target: Target) -> None:
@@ -161,15 +166,20 @@ async def _crash_test(
     started = time.monotonic()
     say = options.say or (lambda _: None)
     server = None
-    settings = configured()  # the Temporal CLI's: environment, profile file
-    address = options.address or settings.get("target_host")
+    settings = {} if options.dev_server else configured()  # the CLI's: environment, profile
+    address = None if options.dev_server else options.address or settings.get("target_host")
     namespace = options.namespace or settings.get("namespace") or "default"
-    if not address and listening(*LOCAL_SERVER):
+    if not address and not options.dev_server and listening(*LOCAL_SERVER):
         address = ":".join(map(str, LOCAL_SERVER))
     if not address:
         server = PrivateDevServer(log_dir / "temporal-dev-server.log")
         address = server.start()
-        say(f"no Temporal at {':'.join(map(str, LOCAL_SERVER))}: a private dev server on {address}")
+        why = (
+            "as asked"
+            if options.dev_server
+            else f"no Temporal at {':'.join(map(str, LOCAL_SERVER))}"
+        )
+        say(f"{why}: a private dev server on {address}")
     else:
         say(f"Temporal at {address}, namespace {namespace} (every cell's run is in its web UI)")
     procs = Processes(log_dir, os.environ)

@@ -95,16 +95,18 @@ async def open_runs(client: Client, handle: WorkflowHandle[Any, Any]) -> list[Op
     return out
 
 
-def _open_timers(history: WorkflowHistory) -> int:
-    opened: set[int] = set()
+def _open_timers(history: WorkflowHistory) -> list[float]:
+    """The timers the run has started and not yet fired or cancelled: each one's length, s."""
+    opened: dict[int, float] = {}
     for e in history.events:
         if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED:
-            opened.add(e.event_id)
+            length = e.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta()
+            opened[e.event_id] = length.total_seconds()
         elif e.event_type == EventType.EVENT_TYPE_TIMER_FIRED:
-            opened.discard(e.timer_fired_event_attributes.started_event_id)
+            opened.pop(e.timer_fired_event_attributes.started_event_id, None)
         elif e.event_type == EventType.EVENT_TYPE_TIMER_CANCELED:
-            opened.discard(e.timer_canceled_event_attributes.started_event_id)
-    return len(opened)
+            opened.pop(e.timer_canceled_event_attributes.started_event_id, None)
+    return list(opened.values())
 
 
 @dataclass(frozen=True)
@@ -207,9 +209,16 @@ async def what_it_waits_on(handle: WorkflowHandle[Any, Any]) -> str:
     a dead worker in each."""
     description = await handle.describe()
     pending = description.raw_description.pending_activities
-    if not pending:
-        return f"the run is {description.status.name.lower() if description.status else '?'}"
     history = await handle.fetch_history()
+    timers = _open_timers(history)
+    sleeping = (
+        f"; a timer of {seconds_text(max(timers))} is pending (a workflow.sleep? the run waits for "
+        "it; a shorter one for the crash test, or --drive to move the run on)"
+        if timers else ""
+    )  # fmt: skip
+    if not pending:
+        status = description.status.name.lower() if description.status else "?"
+        return f"the run is {status}{sleeping}"
     scheduled = {
         e.activity_task_scheduled_event_attributes.activity_id: (
             e.activity_task_scheduled_event_attributes
@@ -236,4 +245,4 @@ async def what_it_waits_on(handle: WorkflowHandle[Any, Any]) -> str:
                     "heartbeat from the activity"
                 )
         parts.append(text)
-    return "waiting on " + "; ".join(parts)
+    return "waiting on " + "; ".join(parts) + sleeping
