@@ -80,3 +80,18 @@ def test_many_differences_are_counted_not_listed() -> None:
     observed = {f"k{i}": i + 1 for i in range(6)}
     assert differences(reference, observed) == "k0: 0 → 1; k1: 1 → 2; k2: 2 → 3 (+3 more)"
     assert short("x" * 100, 10) == '"xxxxxx...'
+
+
+def test_a_failure_names_its_likely_cause() -> None:
+    """What a worker without a framework's plugin or data converter fails with points at the
+    flag that fixes it."""
+    from temporal_crashtest._history import with_likely_cause
+
+    sandbox = "Cannot access os.environ.get from inside a workflow. If this is code from a module"
+    assert with_likely_cause(sandbox).endswith(
+        "(a --plugin missing? an agent framework's plugin configures the sandbox)"
+    )
+    assert with_likely_cause("Failed decoding arguments").endswith(
+        "(a --plugin or --data-converter missing?)"
+    )
+    assert with_likely_cause("card declined") == "card declined"

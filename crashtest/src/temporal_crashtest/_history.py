@@ -550,4 +550,8 @@ def with_likely_cause(message: str) -> str:
     lowered = first.lower()
     if "decod" in lowered or "deserializ" in lowered or "failed validating workflow" in lowered:
         first += " (a --plugin or --data-converter missing?)"
+    elif "from inside a workflow" in lowered or "restricted" in lowered or "sandbox" in lowered:
+        # An agent framework's workflows need its plugin, which also tells the sandbox what to
+        # pass through: without it the sandbox refuses the framework's imports.
+        first += " (a --plugin missing? an agent framework's plugin configures the sandbox)"
     return first
