@@ -119,6 +119,8 @@ RUNS: dict[str, list[str]] = {
         ["i-1", "i-2", "i-3"],
         observe=["--observe", "examples.shapes.parallel_slow:charges_of"],
     ),
+    "two-queues-keyed": shape("two_queues", "keyed_worker", "ChargeThenNotify", "i-1"),
+    "two-queues-unkeyed": shape("two_queues", "unkeyed_worker", "ChargeThenNotify", "i-1"),
     "no-retry": shape("no_retry", "keyed_worker", "ChargeOnce", "i-1"),
     "broken": [
         "--worker",
@@ -222,6 +224,15 @@ def test_every_shape_keyed_and_unkeyed(db_url: str, temporal_address: str, tmp_p
     done, report = results["parallel-slow-unkeyed"]
     assert done.returncode == 1, done.stdout + done.stderr
     assert failing(report) == {"after-effect:1", "after-effect:2", "after-effect:3"}
+
+    # Two task queues served by one worker process (the factory builds a Worker per queue): the
+    # receipt, on a queue of its own, is crashed like the charge.
+    report = assert_clean(results["two-queues-keyed"], ["charge", "send_receipt"])
+    assert {c["crash_at"] for c in report["cells"]} == {
+        "after-effect:1", "after-effect:2", "after-checkpoint:1"
+    }  # fmt: skip
+    both = {"after-effect:1", "after-effect:2"}
+    assert_caught(results["two-queues-unkeyed"], both, "effects: 2 → 3 entries")
 
     # A killed attempt no retry follows: the cell ends at once with what production sees, not
     # after the 5-minute timeout (keys cannot help; retries can).

@@ -47,12 +47,15 @@ class CancelledOrder:
 
 
 async def cancel_after_the_charge(handle: WorkflowHandle[Any, Any]) -> None:
-    """crashtest's DRIVE: cancel the run once its charge is recorded."""
+    """crashtest's DRIVE: cancel the run once the workflow has taken its charge's result (the
+    workflow task after the charge completed), as a person would, later."""
     while True:
-        events = (await handle.fetch_history()).events
-        if any(e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED for e in events):
-            await handle.cancel()
-            return
+        kinds = [e.event_type for e in (await handle.fetch_history()).events]
+        if EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED in kinds:
+            after = kinds[kinds.index(EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED) :]
+            if EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED in after:
+                await handle.cancel()
+                return
         await asyncio.sleep(0.2)
 
 

@@ -7,9 +7,11 @@
         [--logs DIR] [--real-timeouts]
 
 FACTORY(client, task_queue) -> Worker builds your worker on the client it is given (which
-carries crashtest's interceptor). OBSERVE(workflow_id) -> JSON returns your view of a run's final
-state (your rows, run-specific ids masked), given the root workflow id. DRIVE(handle) sends the
-signals and updates the run waits for; it runs beside every run. Each may be sync or async.
+carries crashtest's interceptor); or a list of Workers, one per task queue the process serves
+(another queue made from the one given: f"{task_queue}-notify"). OBSERVE(workflow_id) -> JSON
+returns your view of a run's final state (your rows, run-specific ids masked), given the root
+workflow id. DRIVE(handle) sends the signals and updates the run waits for; it runs beside every
+run. Each may be sync or async.
 Worker processes inherit this command's working directory and environment.
 
 Boundaries are the activities and local activities of the run's whole tree: child workflows at

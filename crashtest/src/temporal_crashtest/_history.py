@@ -164,7 +164,7 @@ def _short_input(payloads: list[Payload]) -> str:
     return text if len(text) <= INPUT_CHARS else text[: INPUT_CHARS - 1] + "…"
 
 
-def _found_in(run: RunHistory, untested: list[Untested]) -> list[_Found]:
+def _found_in(run: RunHistory, untested: list[Untested], served: frozenset[str]) -> list[_Found]:
     """The run's boundaries by position: activities from their stamps, local activities from
     their markers, placed in the positions the stamps leave free (in the order they ran)."""
     activities: list[_Found] = []
@@ -183,7 +183,7 @@ def _found_in(run: RunHistory, untested: list[Untested]) -> list[_Found]:
                     )
                 )
                 continue
-            if a.task_queue.name != run.task_queue:
+            if a.task_queue.name != run.task_queue and a.task_queue.name not in served:
                 untested.append(
                     Untested(
                         f"{run.workflow_type} {name}",
@@ -283,13 +283,14 @@ def scope_names(scopes: set[str]) -> dict[str, str]:
     return names
 
 
-def read_tree(runs: list[RunHistory]) -> Tree:
+def read_tree(runs: list[RunHistory], served: frozenset[str] = frozenset()) -> Tree:
     """Number and name every boundary of the runs; say what cannot be crashed, and warn where
-    `workflow_id:activity_id` keys would collide."""
+    `workflow_id:activity_id` keys would collide. `served`: the task queues crashtest's workers
+    poll besides each run's own (a factory that builds a Worker per queue)."""
     tree = Tree(runs)
     found: list[_Found] = []
     for run in runs:
-        found += _found_in(run, tree.untested)
+        found += _found_in(run, tree.untested, served)
     # One order across the tree: each run's boundaries by position, runs interleaved by time.
     keyed: list[tuple[datetime, int, int, _Found]] = []
     for index, run in enumerate(runs):

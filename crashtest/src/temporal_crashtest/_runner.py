@@ -79,6 +79,7 @@ class _Run:
     workflow_id: str
     handle: WorkflowHandle[Any, Any] | None = None
     end: str = ""  # how the run ended (`ending`): every cell must end as the reference did
+    served: set[str] = field(default_factory=set)  # the task queues its workers poll
     killed_at: float | None = None
     recovery_s: float | None = None
     crashes: int = 0
@@ -189,7 +190,7 @@ class Runner:
             raise CrashTestAborted(f"the reference run (no crash) failed: {err}") from None
         if run.handle is None:
             raise CrashTestAborted("the reference run (no crash) did not start")
-        tree = read_tree(await self._histories(run.handle))
+        tree = read_tree(await self._histories(run.handle), frozenset(run.served))
         if not tree.boundaries:
             raise CrashTestAborted(
                 "the workflow ran no activities and no local activities: there is nothing to "
@@ -422,7 +423,7 @@ class Runner:
     ) -> None:
         """What the recovery waited on in production, from the crashed run's history."""
         assert run.handle is not None
-        tree = read_tree(await self._histories(run.handle))
+        tree = read_tree(await self._histories(run.handle), frozenset(run.served))
         by_design = activity_attempts(reference.tree.runs) if reference else None
         run.unexplained = unexplained_activity_attempts(tree.runs, run.kills, by_design)
         if short is not None:
@@ -494,7 +495,7 @@ class Runner:
                 )
             self._ended(run, result)
             assert run.handle is not None
-            tree = read_tree(await self._histories(run.handle))
+            tree = read_tree(await self._histories(run.handle), frozenset(run.served))
             b = point.boundary
             here = next(
                 (o for o in tree.boundaries if (o.scope, o.position) == (b.scope, b.position)),
@@ -585,6 +586,8 @@ class Runner:
                     )
         finally:
             exited.cancel()
+            worker.status.drain()
+            run.served |= set(worker.status.facts.get("task_queues", []))
 
 
 def ending(error: WorkflowFailureError | None, workflow_id: str) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -90,19 +91,7 @@ async def serve(args: argparse.Namespace) -> int:
         interceptors=[CrashInterceptor(point, args.workflow_id, task_timeout, status)],
         plugins=load_plugins(args.plugin),
     )
-    worker = await call(factory, client, args.task_queue)
-    if not isinstance(worker, Worker):
-        raise InputError(f"--worker {args.worker!r} returned {type(worker).__name__}, not a Worker")
-    if worker.task_queue != args.task_queue:
-        raise InputError(
-            f"--worker {args.worker!r} built a worker for task queue {worker.task_queue!r}; "
-            "it must use the task_queue it is given"
-        )
-    if worker.client is not client:
-        raise InputError(
-            f"--worker {args.worker!r} built its worker on another client; it must use the "
-            "client it is given (that client carries the crash interceptor)"
-        )
+    workers = checked_workers(await call(factory, client, args.task_queue), args, client)
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
@@ -117,22 +106,58 @@ async def serve(args: argparse.Namespace) -> int:
             waiting.cancel()
         if stop.is_set():
             return 0
-    config = worker.config()
+    config = workers[0].config()
     sticky = config.get("sticky_queue_schedule_to_start_timeout")
     facts = {
         "identity": config.get("identity") or client.identity,
         "sticky_s": sticky.total_seconds() if sticky is not None else None,
+        "task_queues": [w.task_queue for w in workers],
     }
-    async with worker:
+    async with contextlib.AsyncExitStack() as running:
+        for each in workers:
+            await running.enter_async_context(each)
         crash = f", will SIGKILL itself at {point}" if point else ""
+        queues = ", ".join(w.task_queue for w in workers)
         print(
-            f"{READY} pid {os.getpid()}, task queue {args.task_queue}{crash}; {json.dumps(facts)}",
+            f"{READY} pid {os.getpid()}, task queue(s) {queues}{crash}; {json.dumps(facts)}",
             file=sys.stderr,
             flush=True,
         )
         status.send("ready", **facts)
         await stop.wait()
     return 0
+
+
+def checked_workers(built: object, args: argparse.Namespace, client: object) -> list[Worker]:
+    """What the factory built: one Worker, or several (one per task queue the process serves),
+    every one on the client it was given (which carries the crash interceptor). One polls the
+    task queue it was given; another's queue must be made from it (`f"{task_queue}-notify"`), so
+    that crash tests running at once never share one."""
+    workers = list(built) if isinstance(built, list | tuple) else [built]
+    what = f"--worker {args.worker!r}"
+    if not workers or not all(isinstance(w, Worker) for w in workers):
+        kinds = ", ".join(type(w).__name__ for w in workers) or "nothing"
+        raise InputError(f"{what} returned {kinds}, not a Worker (or a list of Workers)")
+    checked = [w for w in workers if isinstance(w, Worker)]
+    queues = [w.task_queue for w in checked]
+    if args.task_queue not in queues:
+        raise InputError(
+            f"{what} built a worker for task queue {queues[0]!r}; it must use the task_queue "
+            "it is given"
+        )
+    for queue in queues:
+        if args.task_queue not in queue:
+            raise InputError(
+                f"{what} built a worker for task queue {queue!r}: a second queue must be made "
+                f'from the one given ({args.task_queue!r}), e.g. f"{{task_queue}}-notify", so '
+                "that crash tests running at once never share it"
+            )
+    if any(w.client is not client for w in checked):
+        raise InputError(
+            f"{what} built its worker on another client; it must use the client it is given "
+            "(that client carries the crash interceptor)"
+        )
+    return sorted(checked, key=lambda w: w.task_queue != args.task_queue)
 
 
 def run(argv: list[str] | None = None) -> int:
