@@ -199,3 +199,15 @@ def test_a_run_behind_a_long_timer_names_the_timer(app_env: dict[str, str], tmp_
     assert "no result within 5 s; the run is running; a timer of 3600.0 s is pending" in (
         last_line(done)
     )
+
+
+def test_a_plugin_function_is_called_once_per_process(
+    app_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The command checks its --plugin without calling it, the fork server imports it without
+    calling it, and each process that needs a client (the command's, every worker) builds it
+    once: a plugin that may be built once per process works, forked workers included."""
+    args = [*NOTES, "--plugin", "once_plugin:plugin", "--points", "after-effect:1"]
+    done = crashtest(args, {**app_env, "NOTES_KEYED": "1"}, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "built twice" not in done.stdout + done.stderr

@@ -104,7 +104,7 @@ def check_target(target: Target) -> None:
     not a failure in every worker process."""
     load_callable(target.worker, "the worker factory")
     load_data_converter(target.data_converter)
-    load_plugins(list(target.plugins))
+    load_plugins(list(target.plugins), build=False)  # built once, by each process that uses them
 
 
 async def run_crash_test(

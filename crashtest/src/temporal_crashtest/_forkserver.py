@@ -40,7 +40,7 @@ def import_target(factory: str, data_converter: str | None, plugins: list[str]) 
 
     load_callable(factory, "--worker")
     load_data_converter(data_converter)
-    load_plugins(plugins)
+    load_plugins(plugins, build=False)  # each forked worker builds its own, once
 
 
 def _hash_the_code() -> None:

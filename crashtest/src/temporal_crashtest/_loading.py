@@ -54,12 +54,21 @@ def load_data_converter(reference: str | None) -> DataConverter:
     return value
 
 
-def load_plugins(references: Sequence[str]) -> list[Plugin]:
+def load_plugins(references: Sequence[str], *, build: bool = True) -> list[Plugin]:
     """`--plugin MODULE:NAME`, each a `temporalio.client.Plugin`, or a function (or a plugin
-    class) returning one or a list of them, called with no arguments."""
+    class) returning one or a list of them, called with no arguments — once per process:
+    `build=False` only imports and checks the names (before a fork, or to check the input),
+    so that a plugin that rewrites what it is given (LangGraph's, its graphs) is built once."""
     plugins: list[Plugin] = []
     for reference in references:
         value = load(reference, "--plugin")
+        if not build:
+            if not (isinstance(value, Plugin | list | tuple) or callable(value)):
+                raise InputError(
+                    f"--plugin {reference!r} is a {type(value).__name__}, not a "
+                    "temporalio.client.Plugin (or a function returning one or a list)"
+                )
+            continue
         if not isinstance(value, Plugin) and callable(value):
             try:
                 value = value()
