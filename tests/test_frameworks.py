@@ -1,6 +1,6 @@
 """crashtest on agents built with the agent frameworks' Temporal integrations, through their own
-client plugins (`--plugin`): a pydantic-ai agent, an OpenAI Agents SDK agent and a Strands agent,
-each placing an
+client plugins (`--plugin`): a pydantic-ai agent, an OpenAI Agents SDK agent, a Strands agent and
+a LangGraph graph, each placing an
 order and sending a message with tools the model asks for together (run as parallel
 activities). Unkeyed tools are caught at exactly the tool-call cells, keyed ones are clean, and a
 crash after a model activity returned pays for the model call again in both."""
@@ -44,6 +44,17 @@ RUNS = {
         (f"{name}-unkeyed", agent(module, plugin, False, *MODEL_CALLS)),
     ]
 }
+# LangGraph's tools node runs every tool call of a turn in one activity: keyed per tool call (the
+# call's id), keyed per activity (the recipe that loses the second effect), unkeyed.
+LANGGRAPH = "examples.frameworks.langgraph_agent"
+EXPECT = ["--expect", '{"effects": ["message to sam: 2 x milk ordered", "order 2 x milk"]}']
+for variant, factory in [("Keyed", "keyed"), ("PerActivity", "per_activity"),
+                         ("Unkeyed", "unkeyed")]:  # fmt: skip
+    RUNS[f"langgraph-{factory}"] = [
+        "--plugin", f"{LANGGRAPH}:plugin", "--worker", f"{LANGGRAPH}:{factory}_worker",
+        "--workflow", f"{LANGGRAPH}:{variant}OrderAgent", "--input", '"milk"', "--jobs", "4",
+        "--observe", "examples.frameworks.effects:effects_of", *EXPECT,
+    ]  # fmt: skip
 
 
 def labels(run: CrashtestRun) -> list[str]:
@@ -86,3 +97,17 @@ def test_agent_frameworks_tools_and_model_calls(
         assert {p for p, d in diffs.items() if "model_calls: 2 → 3" in d} == {
             "after-effect:1", "after-effect:4",
         }  # fmt: skip
+
+    # LangGraph: both tool calls in one activity (the tools node).
+    report = results["langgraph-keyed"][1]
+    assert results["langgraph-keyed"][0].returncode == 0, results["langgraph-keyed"][0].stderr
+    assert report["activities"] == ["keyed.plan#1", "keyed.tools", "keyed.plan#2"]
+    assert report["reference"] == TOOLS and not failing(report)
+    # One key per activity drops the message as a duplicate of the order, in the reference
+    # itself: every cell would "match" it; --expect says so before any cell runs.
+    done, report = results["langgraph-per_activity"]
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert report["cells"] == [] and report["expect_diff"] == "effects: 2 → 1 entries"
+    done, report = results["langgraph-unkeyed"]
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert failing(report) == {"after-effect:2"}  # the tools node: both tools again
