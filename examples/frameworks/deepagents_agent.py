@@ -29,7 +29,7 @@ with workflow.unsafe.imports_passed_through():
         create_temporal_deep_agent,
     )
 
-    from examples.frameworks.effects import MODEL_CALL, ensure_ledger, take
+    from examples.frameworks.effects import MODEL_CALL, framework_worker, take
 
 MODEL = "scripted"
 TIMEOUT = timedelta(seconds=30)
@@ -143,18 +143,13 @@ class UnkeyedOrderAgent:
         return await _run(item, place_order_unkeyed, send_message_unkeyed)
 
 
-STICKY = timedelta(seconds=1)  # a dead worker's sticky queue is given up after 1 s, not 10 s
-
-
 async def keyed_worker(client: Client, task_queue: str) -> Worker:
-    await ensure_ledger()
-    return Worker(client, task_queue=task_queue, workflows=[KeyedOrderAgent],
-                  activities=[place_order, send_message],
-                  sticky_queue_schedule_to_start_timeout=STICKY)  # fmt: skip
+    return await framework_worker(
+        client, task_queue, [KeyedOrderAgent], [place_order, send_message]
+    )
 
 
 async def unkeyed_worker(client: Client, task_queue: str) -> Worker:
-    await ensure_ledger()
-    return Worker(client, task_queue=task_queue, workflows=[UnkeyedOrderAgent],
-                  activities=[place_order_unkeyed, send_message_unkeyed],
-                  sticky_queue_schedule_to_start_timeout=STICKY)  # fmt: skip
+    return await framework_worker(
+        client, task_queue, [UnkeyedOrderAgent], [place_order_unkeyed, send_message_unkeyed]
+    )

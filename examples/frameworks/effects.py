@@ -9,6 +9,13 @@ and before Temporal recorded it pays for the call again. `effects_of` leaves the
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
 from examples.shapes.ledger import create_table, record_on, workflow_key
 from examples.shapes.ledger import effects_of as ledger_of
 from infra.db import connect_postgres, ensure_database_url
@@ -20,6 +27,22 @@ async def ensure_ledger() -> None:
     """The ledger's table, for a worker factory (the frameworks' tools open no pool)."""
     async with await connect_postgres(ensure_database_url()) as conn:
         await create_table(conn)
+
+
+STICKY = timedelta(seconds=1)  # a dead worker's sticky queue is given up after 1 s, not 10 s
+
+
+async def framework_worker(
+    client: Client,
+    task_queue: str,
+    workflows: Sequence[type],
+    activities: Sequence[Callable[..., Any]] = (),
+) -> Worker:
+    """FACTORY(client, task_queue) for a framework's agent: the ledger's table, and a worker for
+    the workflow and the tools' activities (the framework's plugin, on `client`, adds its own)."""
+    await ensure_ledger()
+    return Worker(client, task_queue=task_queue, workflows=workflows, activities=activities,
+                  sticky_queue_schedule_to_start_timeout=STICKY)  # fmt: skip
 
 
 async def take(what: str, *, keyed: bool) -> None:

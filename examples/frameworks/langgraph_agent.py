@@ -33,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from langgraph.graph import END, START, StateGraph
     from temporalio.langgraph import LangGraphPlugin, graph
 
-    from examples.frameworks.effects import MODEL_CALL, ensure_ledger
+    from examples.frameworks.effects import MODEL_CALL, framework_worker
     from examples.shapes.ledger import record_on, workflow_key
     from infra.db import connect_postgres, ensure_database_url
 
@@ -160,22 +160,13 @@ class UnkeyedOrderAgent:
         return await _run("unkeyed", item)
 
 
-STICKY = timedelta(seconds=1)  # a dead worker's sticky queue is given up after 1 s, not 10 s
-
-
-async def _worker(client: Client, task_queue: str, agent: type) -> Worker:
-    await ensure_ledger()
-    return Worker(client, task_queue=task_queue, workflows=[agent],
-                  sticky_queue_schedule_to_start_timeout=STICKY)  # fmt: skip
-
-
 async def keyed_worker(client: Client, task_queue: str) -> Worker:
-    return await _worker(client, task_queue, KeyedOrderAgent)
+    return await framework_worker(client, task_queue, [KeyedOrderAgent])
 
 
 async def per_activity_worker(client: Client, task_queue: str) -> Worker:
-    return await _worker(client, task_queue, PerActivityOrderAgent)
+    return await framework_worker(client, task_queue, [PerActivityOrderAgent])
 
 
 async def unkeyed_worker(client: Client, task_queue: str) -> Worker:
-    return await _worker(client, task_queue, UnkeyedOrderAgent)
+    return await framework_worker(client, task_queue, [UnkeyedOrderAgent])

@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.strands_agents import StrandsPlugin, TemporalAgent
     from temporalio.strands_agents.workflow import activity_as_tool
 
-    from examples.frameworks.effects import MODEL_CALL, ensure_ledger, take
+    from examples.frameworks.effects import MODEL_CALL, framework_worker, take
 
 MODEL = "scripted"
 # As the other frameworks' examples: a killed worker's activity is noticed in 10 s (crashtest
@@ -157,18 +157,13 @@ class UnkeyedOrderAgent:
         return str(await agent.invoke_async(item))
 
 
-STICKY = timedelta(seconds=1)  # a dead worker's sticky queue is given up after 1 s, not 10 s
-
-
 async def keyed_worker(client: Client, task_queue: str) -> Worker:
-    await ensure_ledger()
-    return Worker(client, task_queue=task_queue, workflows=[KeyedOrderAgent],
-                  activities=[place_order, send_message],
-                  sticky_queue_schedule_to_start_timeout=STICKY)  # fmt: skip
+    return await framework_worker(
+        client, task_queue, [KeyedOrderAgent], [place_order, send_message]
+    )
 
 
 async def unkeyed_worker(client: Client, task_queue: str) -> Worker:
-    await ensure_ledger()
-    return Worker(client, task_queue=task_queue, workflows=[UnkeyedOrderAgent],
-                  activities=[place_order_unkeyed, send_message_unkeyed],
-                  sticky_queue_schedule_to_start_timeout=STICKY)  # fmt: skip
+    return await framework_worker(
+        client, task_queue, [UnkeyedOrderAgent], [place_order_unkeyed, send_message_unkeyed]
+    )
