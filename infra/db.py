@@ -54,8 +54,8 @@ async def connect_postgres(url: str) -> psycopg.AsyncConnection:
 
 async def open_pool(url: str, *, max_size: int = 10, wait_s: float = 30.0) -> AsyncConnectionPool:
     """A pool whose connections are checked before use, so a restarted Postgres is reconnected to
-    rather than failing the next activity; asking for a connection gives up after `wait_s`
-    (PoolTimeout)."""
+    rather than failing the next activity; its first connection, and any asked for later, are
+    waited for up to `wait_s` (a Postgres just started, or a loaded machine; then one line)."""
     pool = AsyncConnectionPool(
         url,
         min_size=1,
@@ -66,7 +66,7 @@ async def open_pool(url: str, *, max_size: int = 10, wait_s: float = 30.0) -> As
         open=False,
     )
     try:
-        await pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+        await pool.open(wait=True, timeout=wait_s)
     except Exception as err:  # PoolTimeout hides the cause; say what was tried
         await pool.close()
         raise _unavailable(url, err) from None
