@@ -1,6 +1,6 @@
 """crashtest on agents built with the agent frameworks' Temporal integrations, through their own
 client plugins (`--plugin`): a pydantic-ai agent, an OpenAI Agents SDK agent, a Strands agent, a
-Deep Agent and a LangGraph graph, each placing an
+Deep Agent, a Google ADK agent and a LangGraph graph, each placing an
 order and sending a message with tools the model asks for together (run as parallel
 activities). Unkeyed tools are caught at exactly the tool-call cells, keyed ones are clean, and a
 crash after a model activity returned pays for the model call again in both."""
@@ -15,6 +15,7 @@ PYDANTIC_AI = "pydantic_ai.durable_exec.temporal:PydanticAIPlugin"
 OPENAI_AGENTS = "examples.frameworks.openai_agents_agent:plugin"
 STRANDS = "examples.frameworks.strands_agent:plugin"
 DEEPAGENTS = "examples.frameworks.deepagents_agent:plugin"
+GOOGLE_ADK = "examples.frameworks.google_adk_agent:plugin"
 TOOLS = {"effects": ["message to sam: 2 x milk ordered", "order 2 x milk"]}
 
 
@@ -34,6 +35,7 @@ FRAMEWORKS = {
     "openai-agents": ("openai_agents_agent", OPENAI_AGENTS),
     "strands": ("strands_agent", STRANDS),
     "deepagents": ("deepagents_agent", DEEPAGENTS),
+    "google-adk": ("google_adk_agent", GOOGLE_ADK),
 }
 # The unkeyed runs count the model calls too (a crash after a model activity returned pays for
 # the call again, keys or not); the keyed runs observe the tools' effects only.
@@ -75,6 +77,7 @@ def test_agent_frameworks_tools_and_model_calls(
         ("openai-agents", "invoke_model_activity", "place_order", "send_message"),
         ("strands", "invoke_model", "place_order", "send_message"),
         ("deepagents", "deepagents.invoke_model", "place_order", "send_message"),
+        ("google-adk", "invoke_model", "place_order", "send_message"),
     ]:  # fmt: skip
         done, report = results[f"{framework}-keyed"]
         assert done.returncode == 0, done.stdout + done.stderr
