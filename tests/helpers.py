@@ -101,31 +101,29 @@ def crashtest_runs(
     env: dict[str, str],
     out: Path,
     timeout: float = 300,
+    at_once: int | None = None,
 ) -> dict[str, CrashtestRun]:
     """Several `python -m temporal_crashtest run ARGS` at once (a cell mostly waits on
-    timeouts), each with more environment; each one's output and JSON report ({} where it wrote
-    none)."""
-    procs = {}
-    for name, (args, extra) in runs.items():
-        cmd = [
-            sys.executable,
-            "-m",
-            "temporal_crashtest",
-            "run",
-            *args,
-            "--json",
-            str(out / f"{name}.json"),
-        ]
-        procs[name] = subprocess.Popen(
-            cmd, cwd=ROOT, env={**env, **extra}, text=True,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )  # fmt: skip
-    results = {}
-    for name, proc in procs.items():
-        stdout, stderr = proc.communicate(timeout=timeout)
-        done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
-        path = out / f"{name}.json"
-        results[name] = (done, json.loads(path.read_text()) if path.exists() else {})
+    timeouts; `at_once`: at most this many, for workflows heavy on CPU), each with more
+    environment; each one's output and JSON report ({} where it wrote none)."""
+    names = list(runs)
+    batch = at_once or len(names) or 1
+    results: dict[str, CrashtestRun] = {}
+    for start in range(0, len(names), batch):
+        procs = {}
+        for name in names[start : start + batch]:
+            args, extra = runs[name]
+            cmd = [sys.executable, "-m", "temporal_crashtest", "run", *args,
+                   "--json", str(out / f"{name}.json")]  # fmt: skip
+            procs[name] = subprocess.Popen(
+                cmd, cwd=ROOT, env={**env, **extra}, text=True,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            )  # fmt: skip
+        for name, proc in procs.items():
+            stdout, stderr = proc.communicate(timeout=timeout)
+            done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+            path = out / f"{name}.json"
+            results[name] = (done, json.loads(path.read_text()) if path.exists() else {})
     return results
 
 
