@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
+from temporalio import activity
 from temporalio.client import Client
 from temporalio.worker import Worker
 
@@ -62,3 +63,34 @@ async def effects_and_model_calls_of(workflow_id: str) -> dict[str, object]:
     """crashtest's OBSERVE with the model calls counted: the window no key closes."""
     calls = sum(1 for e in (await ledger_of(workflow_id))["effects"] if e.startswith(MODEL_CALL))
     return {**(await effects_of(workflow_id)), "model_calls": calls}
+
+
+# Two tools, for the frameworks that run a Temporal activity as a tool (Strands, Google ADK):
+# each call is an activity of its own, its effect keyed like our agent's (`{workflow_id}:
+# {activity_id}`), or not at all.
+@activity.defn
+async def place_order(item: str, quantity: int) -> str:
+    """Order `quantity` of `item` from the grocer."""
+    await take(f"order {quantity} x {item}", keyed=True)
+    return f"ordered {quantity} x {item}"
+
+
+@activity.defn
+async def send_message(to: str, text: str) -> str:
+    """Send `text` to `to`."""
+    await take(f"message to {to}: {text}", keyed=True)
+    return f"told {to}"
+
+
+@activity.defn
+async def place_order_unkeyed(item: str, quantity: int) -> str:
+    """Order `quantity` of `item` from the grocer."""
+    await take(f"order {quantity} x {item}", keyed=False)
+    return f"ordered {quantity} x {item}"
+
+
+@activity.defn
+async def send_message_unkeyed(to: str, text: str) -> str:
+    """Send `text` to `to`."""
+    await take(f"message to {to}: {text}", keyed=False)
+    return f"told {to}"

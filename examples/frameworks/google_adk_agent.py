@@ -19,7 +19,7 @@ from collections.abc import AsyncGenerator
 from datetime import timedelta
 from typing import Any
 
-from temporalio import activity, workflow
+from temporalio import workflow
 from temporalio.client import Client
 from temporalio.common import RetryPolicy
 from temporalio.worker import Worker
@@ -34,7 +34,15 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.google_adk import GoogleAdkPlugin, TemporalModel
     from temporalio.google_adk.workflow import activity_as_tool
 
-    from examples.frameworks.effects import MODEL_CALL, framework_worker, take
+    from examples.frameworks.effects import (
+        MODEL_CALL,
+        framework_worker,
+        place_order,
+        place_order_unkeyed,
+        send_message,
+        send_message_unkeyed,
+        take,
+    )
 
 MODEL = "scripted-grocer"
 RETRIES = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=5)
@@ -92,34 +100,6 @@ def plugin() -> GoogleAdkPlugin:
     """crashtest's --plugin: the scripted model registered with ADK, and the plugin."""
     LLMRegistry.register(ScriptedLlm)
     return GoogleAdkPlugin()
-
-
-@activity.defn
-async def place_order(item: str, quantity: int) -> str:
-    """Order `quantity` of `item` from the grocer."""
-    await take(f"order {quantity} x {item}", keyed=True)
-    return f"ordered {quantity} x {item}"
-
-
-@activity.defn
-async def send_message(to: str, text: str) -> str:
-    """Send `text` to `to`."""
-    await take(f"message to {to}: {text}", keyed=True)
-    return f"told {to}"
-
-
-@activity.defn(name="place_order_unkeyed")
-async def place_order_unkeyed(item: str, quantity: int) -> str:
-    """Order `quantity` of `item` from the grocer."""
-    await take(f"order {quantity} x {item}", keyed=False)
-    return f"ordered {quantity} x {item}"
-
-
-@activity.defn(name="send_message_unkeyed")
-async def send_message_unkeyed(to: str, text: str) -> str:
-    """Send `text` to `to`."""
-    await take(f"message to {to}: {text}", keyed=False)
-    return f"told {to}"
 
 
 async def _run(item: str, order: Any, tell: Any) -> str:

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
-from temporalio import activity, workflow
+from temporalio import workflow
 from temporalio.client import Client
 from temporalio.common import RetryPolicy
 from temporalio.worker import Worker
@@ -32,7 +32,15 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.strands_agents import StrandsPlugin, TemporalAgent
     from temporalio.strands_agents.workflow import activity_as_tool
 
-    from examples.frameworks.effects import MODEL_CALL, framework_worker, take
+    from examples.frameworks.effects import (
+        MODEL_CALL,
+        framework_worker,
+        place_order,
+        place_order_unkeyed,
+        send_message,
+        send_message_unkeyed,
+        take,
+    )
 
 MODEL = "scripted"
 # As the other frameworks' examples: a killed worker's activity is noticed in 10 s (crashtest
@@ -101,36 +109,6 @@ class ScriptedModel(Model):
 def plugin() -> StrandsPlugin:
     """crashtest's --plugin: the scripted model, built afresh in every process."""
     return StrandsPlugin(models={MODEL: ScriptedModel})
-
-
-# The tools: each a Temporal activity, its effect keyed like our agent's (`{workflow_id}:
-# {activity_id}`: each tool call is an activity of its own), or not at all.
-@activity.defn
-async def place_order(item: str, quantity: int) -> str:
-    """Order `quantity` of `item` from the grocer."""
-    await take(f"order {quantity} x {item}", keyed=True)
-    return f"ordered {quantity} x {item}"
-
-
-@activity.defn
-async def send_message(to: str, text: str) -> str:
-    """Send `text` to `to`."""
-    await take(f"message to {to}: {text}", keyed=True)
-    return f"told {to}"
-
-
-@activity.defn
-async def place_order_unkeyed(item: str, quantity: int) -> str:
-    """Order `quantity` of `item` from the grocer."""
-    await take(f"order {quantity} x {item}", keyed=False)
-    return f"ordered {quantity} x {item}"
-
-
-@activity.defn
-async def send_message_unkeyed(to: str, text: str) -> str:
-    """Send `text` to `to`."""
-    await take(f"message to {to}: {text}", keyed=False)
-    return f"told {to}"
 
 
 def _agent(*tools: Any) -> TemporalAgent:
