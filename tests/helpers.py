@@ -127,6 +127,44 @@ def crashtest_runs(
     return results
 
 
+GROUPED = "~grouped"
+
+
+def verdicts(run: CrashtestRun) -> tuple[int, dict[str, bool]]:
+    """A crash test's exit code and its verdict at each crash point."""
+    done, report = run
+    return done.returncode, {c["crash_at"]: c["matches"] for c in report.get("cells", [])}
+
+
+def crashtest_both_ways(
+    runs: dict[str, tuple[list[str], dict[str, str]]],
+    env: dict[str, str],
+    out: Path,
+    timeout: float = 300,
+    at_once: int | None = None,
+) -> dict[str, CrashtestRun]:
+    """Each crash test twice, `--exact` (a run per point) and grouped (the default: several
+    points crashed in one run, split where the group differs), at once; the verdicts must be the
+    same point by point (and the exit codes). Returns the `--exact` runs, whose cells carry each
+    point's own recovery."""
+    both: dict[str, tuple[list[str], dict[str, str]]] = {}
+    for name, (args, extra) in runs.items():
+        both[name] = ([*args, "--exact"], extra)
+        both[name + GROUPED] = (args, extra)
+    results = crashtest_runs(both, env, out, timeout, at_once)
+    differ = {
+        name: (verdicts(results[name]), verdicts(results[name + GROUPED]))
+        for name in runs
+        if verdicts(results[name]) != verdicts(results[name + GROUPED])
+    }
+    assert not differ, f"grouped and --exact verdicts differ (exact, grouped): {differ}"
+    grouped = [results[name + GROUPED][1] for name in runs]
+    assert any(c.get("group", 1) > 1 for r in grouped for c in r.get("cells", [])), (
+        "no point was cleared in a group"
+    )
+    return {name: results[name] for name in runs}
+
+
 ONLY_ENDS = "after it the run only ends"
 
 

@@ -13,7 +13,7 @@ from tests.helpers import (
     assert_ends_in_error,
     assert_one_line_error,
     child_env,
-    crashtest_runs,
+    crashtest_both_ways,
     failing,
     payments,
     run_python,
@@ -29,7 +29,7 @@ def test_grocery_agent_with_and_without_keys(
 ) -> None:
     env = child_env(db_url, TEMPORAL_ADDRESS=temporal_address)
     unkeyed = {"KEY_STRATEGY": "none"}
-    results = crashtest_runs(
+    results = crashtest_both_ways(
         {
             "keys": (GROCERY, {}),
             "none": (GROCERY, unkeyed),
@@ -103,7 +103,7 @@ def test_payments_unkeyed_charges_are_caught_at_exactly_the_charges(
     once; the unkeyed one three times."""
     env = child_env(db_url, TEMPORAL_ADDRESS=temporal_address)
     twice = ["--points", "after-effect:charge#2*2"]
-    results = crashtest_runs(
+    results = crashtest_both_ways(
         {
             "keyed": (payments("keyed_worker"), {}),
             "unkeyed": (payments("unkeyed_worker"), {}),

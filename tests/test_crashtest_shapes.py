@@ -8,7 +8,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import CrashtestRun, child_env, crashtest_runs, failing, untested_but_the_end
+from tests.helpers import (
+    CrashtestRun,
+    child_env,
+    crashtest_both_ways,
+    failing,
+    untested_but_the_end,
+)
 
 OBSERVE = ["--observe", "examples.shapes.ledger:effects_of"]
 MONTHS = {"customer": "acme", "months": 2}
@@ -158,7 +164,10 @@ def assert_caught(run: CrashtestRun, points: set[str], diff: str) -> dict[str, A
 
 def test_every_shape_keyed_and_unkeyed(db_url: str, temporal_address: str, tmp_path: Path) -> None:
     env = child_env(db_url, TEMPORAL_ADDRESS=temporal_address)
-    results = crashtest_runs({name: (args, {}) for name, args in RUNS.items()}, env, tmp_path)
+    # Each shape twice (grouped, --exact), as many at once as ran at once before there were two.
+    results = crashtest_both_ways(
+        {name: (args, {}) for name, args in RUNS.items()}, env, tmp_path, at_once=len(RUNS)
+    )
 
     # Parallel activities: the charges still waiting at a kill die with the worker, unharmed.
     charges = ["charge#1 (i-1)", "charge#2 (i-2)", "charge#3 (i-3)", "send_receipt"]
@@ -260,3 +269,4 @@ def test_every_shape_keyed_and_unkeyed(db_url: str, temporal_address: str, tmp_p
     assert done.returncode == 2, done.stderr
     assert "activity charge_cents cannot run on this worker" in done.stderr
     assert "Failed decoding arguments" in done.stderr
+

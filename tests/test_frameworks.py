@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.helpers import CrashtestRun, child_env, crashtest_runs, failing, untested_but_the_end
+from tests.helpers import (
+    CrashtestRun,
+    child_env,
+    crashtest_both_ways,
+    failing,
+    untested_but_the_end,
+)
 
 PYDANTIC_AI = "pydantic_ai.durable_exec.temporal:PydanticAIPlugin"
 OPENAI_AGENTS = "examples.frameworks.openai_agents_agent:plugin"
@@ -72,7 +78,7 @@ def test_agent_frameworks_tools_and_model_calls(
     # Three at a time: the frameworks' workflow code is heavy on CPU (a Deep Agent's graph is
     # built in its workflow task), and 2 cores running every run at once fail workflow tasks in
     # the SDK's 2 s deadlock detector, as no production worker would.
-    results = crashtest_runs(
+    results = crashtest_both_ways(
         {name: (args, {}) for name, args in RUNS.items()}, env, tmp_path, at_once=3
     )
     for framework, model, order, tell in [

@@ -30,3 +30,13 @@ async def keyed_worker(client: Client, task_queue: str) -> Worker:
         [ChargeEach],
         lambda p: ChargeActivities(p, charge_key=workflow_key, receipt_key=workflow_key).all(),
     )
+
+
+async def unkeyed_worker(client: Client, task_queue: str) -> Worker:
+    """Charges without a key: every charge's after-effect point charges twice."""
+    return await shape_worker(
+        client,
+        task_queue,
+        [ChargeEach],
+        lambda p: ChargeActivities(p, charge_key=None, receipt_key=workflow_key).all(),
+    )

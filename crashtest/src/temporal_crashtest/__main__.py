@@ -3,8 +3,8 @@
     python -m temporal_crashtest run --worker MODULE:FACTORY --workflow MODULE:CLASS --input JSON \\
         --observe MODULE:FUNC [--drive MODULE:FUNC] [--expect JSON|@FILE] [--points LIST] \\
         [--repeat N] [--plugin MODULE:NAME]... [--data-converter MODULE:NAME] [--json PATH] \\
-        [--markdown PATH] [--jobs N] [--address HOST:PORT | --dev-server] [--deadline-s S] \\
-        [--logs DIR] [--real-timeouts]
+        [--markdown PATH] [--jobs N] [--address HOST:PORT | --dev-server] \\
+        [--deadline-s S] [--logs DIR] [--real-timeouts] [--exact]
 
 FACTORY(client, task_queue) -> Worker builds your worker on the client it is given (which
 carries crashtest's interceptor); or a list of Workers, one per task queue the process serves
@@ -23,6 +23,12 @@ Recoveries are fast-forwarded: the attempts a killed worker held are failed at o
 their own retry policy), runs are taken off its sticky queue, and cells run with a 1 s workflow
 task timeout; the report says what production would have waited on. --real-timeouts waits for
 the server's own timeouts instead.
+
+Points are crashed several to a run: the first worker is killed at a group's first point, the
+worker that takes over at the next, and so on; a group whose run ends in the no-crash state
+clears its points, one that does not is split down to single points, so each failing point gets
+a row of its own. --exact makes one run per point (the same verdicts, for an observer that shows
+every effect; see the guide).
 
 Exit 0: every crash point ends in the no-crash state (and the reference is what --expect says);
 1: some do not, or the reference differs from --expect; 2: bad input.
@@ -106,6 +112,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="wait for the server's timeouts after every kill, as production does (slow)",
     )
+    add(
+        "--exact",
+        action="store_true",
+        help="a run per crash point (default: several points crashed in one run, a group that "
+        "differs split down to single points; the same verdicts, for an observer that shows "
+        "every effect)",
+    )
     return parser.parse_args(argv)
 
 
@@ -171,6 +184,7 @@ def from_args(args: argparse.Namespace) -> tuple[Target, Observe, CrashTestOptio
         namespace=args.namespace,
         deadline_s=args.deadline_s,
         real_timeouts=args.real_timeouts,
+        exact=args.exact,
         log_dir=args.logs,
         dev_server=args.dev_server,
         progress=progress,

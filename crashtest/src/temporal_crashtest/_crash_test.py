@@ -21,14 +21,16 @@ from typing import Any
 from temporal_crashtest._connect import configured, connect
 from temporal_crashtest._devserver import LOCAL_SERVER, PrivateDevServer, listening
 from temporal_crashtest._errors import CrashTestAborted, CrashTestError, InputError
+from temporal_crashtest._groups import run_cells
 from temporal_crashtest._loading import load_callable, load_data_converter, load_plugins
 from temporal_crashtest._model import Drive, Observe, Target, to_json
 from temporal_crashtest._points import MAX_REPEAT, CrashPoint
 from temporal_crashtest._processes import ForkedServer, NotForked, Processes
 from temporal_crashtest._report import Cell, Report, differences, short
-from temporal_crashtest._runner import DEFAULT_DEADLINE_S, Runner, run_cells
+from temporal_crashtest._runner import DEFAULT_DEADLINE_S, Runner
 
 REFERENCE_CHARS = 200  # how much of the reference state a progress line shows
+NAMES_SHOWN = 8  # boundaries named in the progress line that lists them
 
 
 def default_jobs() -> int:
@@ -63,6 +65,8 @@ class CrashTestOptions:
         namespace: None: the configured one, else `default`.
         deadline_s: how long one cell may take.
         real_timeouts: wait for the server's timeouts after a kill instead of fast-forwarding.
+        exact: a run per crash point; by default points are crashed several to a run (a group)
+            and a group that differs is split down to single points (the same verdicts).
         log_dir: keep the workers' logs here (None: a temporary folder, removed when every cell
             matches).
         dev_server: start a private dev server for this test (tuned, in memory), whatever is
@@ -80,6 +84,7 @@ class CrashTestOptions:
     namespace: str | None = None
     deadline_s: float = DEFAULT_DEADLINE_S
     real_timeouts: bool = False
+    exact: bool = False
     log_dir: Path | None = None
     dev_server: bool = False
     progress: Callable[[int, int, Cell], None] | None = None
@@ -223,14 +228,25 @@ async def _crash_test(
             points, report.untested = reference.select(
                 list(options.points) if options.points is not None else None, options.repeat
             )
-            names = ", ".join(b.label for b in reference.boundaries)
+            labels = [b.label for b in reference.boundaries]
+            names = ", ".join(labels[:NAMES_SHOWN]) + (
+                f", … {labels[-1]}" if len(labels) > NAMES_SHOWN else ""
+            )
             say(
                 f"{len(reference.boundaries)} boundaries ({names}): {len(points)} crash points, "
                 f"{min(options.jobs, len(points))} at a time"
             )
-            report.cells = await run_cells(
-                runner, target, points, reference, options.jobs, options.progress
+            made = await run_cells(
+                runner,
+                target,
+                points,
+                reference,
+                options.jobs,
+                exact=options.exact,
+                progress=options.progress,
+                say=say,
             )
+            report.cells, report.runs, report.groups = made.cells, made.runs, made.groups
     finally:
         await procs.kill_all_and_reap()
         if server is not None:

@@ -58,6 +58,8 @@ class Boundary:
     workflow_id: str  # its run, for a reset
     run_id: str
     reset_event_id: int  # the workflow task that scheduled it (a reset goes back to there)
+    ended: datetime = datetime.min  # when its last attempt ended (a local one: its marker)
+    taken: datetime = datetime.min  # when the workflow task that took its result started
 
 
 @dataclass
@@ -134,6 +136,8 @@ class _Found:
     time: datetime
     reset_event_id: int
     input: str = ""
+    ended: datetime = datetime.min
+    taken: datetime = datetime.min
 
 
 def _short_input(payloads: list[Payload]) -> str:
@@ -169,7 +173,17 @@ def _found_in(run: RunHistory, untested: list[Untested], served: frozenset[str])
     their markers, placed in the positions the stamps leave free (in the order they ran)."""
     activities: list[_Found] = []
     markers: dict[int, _Found] = {}
+    by_scheduled: dict[int, _Found] = {}
+    untaken: list[_Found] = []  # ended; the workflow task that takes the result not yet started
     for e in run.history.events:
+        closed = _closes_activity(e)
+        if closed is not None and closed in by_scheduled:
+            by_scheduled[closed].ended = e.event_time.ToDatetime()
+            untaken.append(by_scheduled[closed])
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+            for f in untaken:
+                f.taken = e.event_time.ToDatetime()
+            untaken = []
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             a = e.activity_task_scheduled_event_attributes
             stamp = decode_stamp(a.header.fields.get(STAMP_HEADER))
@@ -204,6 +218,7 @@ def _found_in(run: RunHistory, untested: list[Untested], served: frozenset[str])
                     _short_input(list(a.input.payloads)),
                 )
             )
+            by_scheduled[e.event_id] = activities[-1]
         elif (
             e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
             and e.marker_recorded_event_attributes.marker_name == LOCAL_ACTIVITY_MARKER
@@ -226,6 +241,8 @@ def _found_in(run: RunHistory, untested: list[Untested], served: frozenset[str])
                     str(data.get("activity_id", "")),
                     e.event_time.ToDatetime(),
                     m.workflow_task_completed_event_id,
+                    ended=e.event_time.ToDatetime(),
+                    taken=e.event_time.ToDatetime(),
                 ),
             )
     taken = {a.position for a in activities}
@@ -330,6 +347,8 @@ def read_tree(runs: list[RunHistory], served: frozenset[str] = frozenset()) -> T
                 f.run.workflow_id,
                 f.run.run_id,
                 f.reset_event_id,
+                f.ended,
+                f.taken,
             )
         )
     tree.warnings += _repeated_activity_ids(tree)

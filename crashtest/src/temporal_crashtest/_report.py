@@ -28,8 +28,11 @@ class Cell:
     in_flight: list[str] = field(default_factory=list)  # other boundaries running at the kill
     crashes: int = 0  # how many workers were killed (a repeat may end before its last)
     fast_forward: list[str] = field(default_factory=list)  # what was done instead of waiting
+    group: int = 1  # points crashed in the run that gave this verdict (1: a run of its own)
 
     def recovery_text(self) -> str:
+        if self.group > 1:
+            return f"cleared in a group: one run killed at {self.group} points"
         if self.recovery_s is None:
             return ""
         waits = f": {', '.join(self.waited_on)}" if self.waited_on else ""
@@ -101,6 +104,8 @@ class Report:
     real_timeouts: bool = False  # False: the recoveries were fast-forwarded
     logs: str | None = None  # where the workers' logs were kept (None: removed, all matched)
     reference_end: str = "completed"  # how the run without a crash ended; every cell must too
+    runs: int = 0  # the runs the cells took (a group's run clears several points)
+    groups: int = 0  # the groups the points began in (0: a run per point, --exact)
 
     @property
     def ok(self) -> bool:

@@ -59,6 +59,19 @@ DEFAULT_DEADLINE_S = 120.0
 DEFAULT_TASK_TIMEOUT_S = 10.0  # the server's, for a run started without one
 WORKFLOW_TASK_CHECK_S = 2.0  # how often a waiting cell asks whether its run is stuck or idle
 IDLE_CHECKS = 2  # a run seen idle this many checks in a row is reported
+GROUP_KILL_ALLOWANCE_S = 5.0  # each kill after a group's first adds this much to its deadline
+
+
+@dataclass(frozen=True)
+class GroupRun:
+    """A group's run: how many of its points it crashed at (in order), and what differed from
+    the reference (None: nothing; every crashed point is cleared)."""
+
+    workflow_id: str
+    reached: int
+    why: str | None
+    observed: Any
+    seconds: float
 
 
 class _CellFailed(Exception):
@@ -185,7 +198,7 @@ class Runner:
         cancelled, ... by design), and the boundaries to crash at."""
         run = _Run(self._workflow_id("reference"))
         try:
-            await self._run(target, None, run)
+            await self._run(target, [], run)
         except _CellFailed as err:
             raise CrashTestAborted(f"the reference run (no crash) failed: {err}") from None
         if run.handle is None:
@@ -209,13 +222,14 @@ class Runner:
             if point is not None and point.moment is Moment.RESET:
                 await self._reset(target, point, run)
             else:
-                await self._run(target, point, run, reference)
+                stages = [point] * point.repeat if point else []
+                await self._run(target, stages, run, reference)
                 if run.unexplained:
                     # A workflow task outran the short timeout, or an activity attempt ended
                     # that no kill ended (a loaded machine): the counts would show more than the
                     # crash did. Run the cell again, with the production workflow task timeout.
                     run = _Run(self._workflow_id(re.sub(r"[^\w-]", "-", crash_at)))
-                    await self._run(target, point, run, reference, shorten=False)
+                    await self._run(target, stages, run, reference, shorten=False)
                     run.fast_forward.append(
                         "ran again with the production workflow task timeout: a workflow task "
                         f"outran {SHORT_TASK_TIMEOUT.total_seconds():g} s, or an activity attempt "
@@ -248,6 +262,38 @@ class Runner:
             in_flight=[labels.get(where, where) for where in run.in_flight],
             crashes=run.crashes,
             fast_forward=run.fast_forward,
+        )
+
+    async def group(
+        self, target: Target, points: list[CellPoint], reference: Reference
+    ) -> GroupRun:
+        """One run crashed at each of `points` in turn (in the order the run reaches them),
+        compared with the reference as a whole."""
+        started = time.monotonic()
+        run = _Run(self._workflow_id(f"group-of-{len(points)}"))
+        why = None
+        try:
+            await self._run(target, points, run, reference)
+        except _CellFailed as err:
+            why = str(err)
+        observed = None
+        if why is None:
+            try:
+                observed = await self.observe(run.workflow_id)
+            except CrashTestAborted as err:
+                why = str(err)
+        if why is None and run.unexplained:
+            why = "a workflow task or an activity attempt ended that no kill ended"
+        if why is None and run.end != reference.end:
+            why = f"the run {run.end}; without a crash it {reference.end}"
+        if why is None:
+            why = differences(reference.observed, observed)
+        return GroupRun(
+            run.workflow_id,
+            run.crashes,
+            why,
+            observed,
+            round(time.monotonic() - started, 2),
         )
 
     def _workflow_id(self, what: str) -> str:
@@ -285,36 +331,43 @@ class Runner:
     async def _run(
         self,
         target: Target,
-        point: CellPoint | None,
+        stages: list[CellPoint],
         run: _Run,
         reference: Reference | None = None,
         shorten: bool = True,
     ) -> None:
-        """Run to the end, crashing at `point`. The worker that takes over from a killed one is
-        started warm beforehand and told to poll at the kill; unless `real_timeouts`, the
+        """Run to the end, crashing at each of `stages` in turn: the first worker at the first,
+        the worker that takes over at the next, and so on (a repeat: the same point again; a
+        group: its points in the order the run reaches them). Each worker that takes over is
+        started warm beforehand and told to poll at the kill; unless `real_timeouts`, each
         recovery is fast-forwarded (see `fastforward`; `shorten`: with a short workflow task
-        timeout where the kill holds a workflow task). `reference`: its labels name the
-        recovery's waits, and its task timeouts are production's."""
-        deadline = time.monotonic() + self.deadline_s
+        timeout where a kill holds a workflow task). A stage after the first that the run does
+        not reach ends the crashes (`run.crashes` says how many were made). `reference`: its
+        labels name the recovery's waits, and its task timeouts are production's."""
+        crashes = len(stages)
+        deadline = (
+            time.monotonic()
+            + self.deadline_s
+            + max(0, crashes - 1)
+            * (SHORT_TASK_TIMEOUT.total_seconds() + target.resume_after_s + GROUP_KILL_ALLOWANCE_S)
+        )
         queue = run.workflow_id
-        crashes = point.repeat if point else 0
-        site = point.site() if point else None
         short = None
         if (
             shorten
             and not self.real_timeouts
-            and point is not None
-            and (
-                _holds_a_task(point) or (reference is not None and _has_siblings(point, reference))
+            and any(
+                _holds_a_task(p) or (reference is not None and _has_siblings(p, reference))
+                for p in stages
             )
         ):
             short = SHORT_TASK_TIMEOUT
-        names = (f"{queue}-{letter}" for letter in "abcdefghijkl")
+        names = (f"{queue}-{n}" for n in itertools.count())
 
         async def worker(stage: int, warm: bool) -> _Worker:
             """The worker of `stage` (0: the first); the last one does not crash."""
             name = next(names)
-            crash = site if stage < crashes else None
+            crash = stages[stage].site() if stage < crashes else None
             started = await self.start_worker(
                 target,
                 name,
@@ -335,18 +388,18 @@ class Runner:
             result = await self._start(target, run, queue, short)
             for stage in range(crashes):
                 await self._until_one_ends(run, result, current, deadline)
+                point = stages[stage]
                 if result.done():
                     if stage == 0:
                         raise _CellFailed(
-                            f"the crash point {point.crash_at if point else ''} was never "
+                            f"the crash point {point.crash_at} was never "
                             "reached: the run ended while the worker was still alive"
                         )
-                    break  # the recovery did not pass the point again: that is its answer
+                    break  # a repeat: the recovery did not pass the point again (its answer)
                 if current.child.returncode != -signal.SIGKILL:
                     raise _CellFailed(
                         f"the crashing worker exited with code {current.child.returncode} "
-                        f"before {point.crash_at if point else ''}: "
-                        f"{self.procs.last_line(current.name)}"
+                        f"before {point.crash_at}: {self.procs.last_line(current.name)}"
                     )
                 run.crashes += 1
                 current.status.drain()  # what it wrote before it died is all there
@@ -364,7 +417,7 @@ class Runner:
                     run.sticky_s = facts.get("sticky_s")
                 if not self.real_timeouts and run.handle is not None:
                     forward = await fast_forward(
-                        self.client, run.handle, attempts, point.crash_at if point else "",
+                        self.client, run.handle, attempts, point.crash_at,
                         str(facts.get("identity") or "") or None,
                     )  # fmt: skip
                     run.fast_forward = run.fast_forward or forward.done
@@ -389,9 +442,10 @@ class Runner:
                     f"ended: {with_likely_cause(self.procs.last_line(current.name))}"
                 )
             self._ended(run, result)
-            if run.killed_at is not None and point is not None and run.handle is not None:
+            if run.killed_at is not None and run.handle is not None:
                 run.recovery_s = time.monotonic() - run.killed_at
-                await self._read_waits(run, point, reference, short)
+                one = stages[0] if len(set(stages)) == 1 else None  # a group: no one point's
+                await self._read_waits(run, one, reference, short)
         finally:
             await self._finish(run, result, workers)
 
@@ -419,15 +473,22 @@ class Runner:
             worker.child.send_signal(GO)
 
     async def _read_waits(
-        self, run: _Run, point: CellPoint, reference: Reference | None, short: timedelta | None
+        self,
+        run: _Run,
+        point: CellPoint | None,
+        reference: Reference | None,
+        short: timedelta | None,
     ) -> None:
-        """What the recovery waited on in production, from the crashed run's history."""
+        """What the recovery waited on in production, from the crashed run's history (a group's
+        run, `point` None: only whether anything happened that no kill explains)."""
         assert run.handle is not None
         tree = read_tree(await self._histories(run.handle), frozenset(run.served))
         by_design = activity_attempts(reference.tree.runs) if reference else None
         run.unexplained = unexplained_activity_attempts(tree.runs, run.kills, by_design)
         if short is not None:
             run.unexplained += unexplained_task_timeouts(tree.runs, set(run.killed))
+        if point is None:
+            return
         crashed = tree.run(point.boundary.scope)
         if crashed is None:
             return
@@ -621,30 +682,3 @@ def _holds_a_task(point: CellPoint) -> bool:
     """Whether the kill comes while the worker holds a workflow task: after a checkpoint, it
     kills in the workflow; a local activity runs inside its workflow task."""
     return point.moment is Moment.AFTER_CHECKPOINT or point.boundary.local
-
-
-ProgressFn = Callable[[int, int, Cell], None]
-
-
-async def run_cells(
-    runner: Runner,
-    target: Target,
-    points: list[CellPoint],
-    reference: Reference,
-    jobs: int,
-    progress: ProgressFn | None = None,
-) -> list[Cell]:
-    """Every crash point's cell, `jobs` at a time, in the order given."""
-    limit = asyncio.Semaphore(jobs)
-    finished = 0
-
-    async def one(point: CellPoint) -> Cell:
-        nonlocal finished
-        async with limit:
-            cell = await runner.cell(target, point, reference)
-        finished += 1
-        if progress is not None:
-            progress(finished, len(points), cell)
-        return cell
-
-    return list(await asyncio.gather(*(one(p) for p in points)))

@@ -1,0 +1,242 @@
+"""Which runs a crash test makes: one run per crash point (`exact`), or points crashed in groups.
+
+A group is one run crashed at several points in turn: the first worker is killed at the group's
+first point, the worker that takes over is armed for the next, and so on, each kill a real
+SIGKILL with the same fast-forward as a cell of its own. Its points are in the order the run
+without a crash reached them (`run_order`), so each kill comes after the last one's recovery.
+
+Why a group that ends in the reference state clears each of its points: a crash can only add to
+what a run does (an effect made again, a model paid twice); it cannot take away an effect the run
+makes anyway. If one point alone repeated an effect, the group's run, killed there too, would
+repeat it as well, and its final state would show more than the reference. This holds when the
+observed state shows every effect (rows, calls, counts). An observer that can hide an earlier
+difference — one that keeps only the last row, or a maximum — may pass a group whose points would
+not all pass alone: crash-test such a workflow with `--exact`.
+
+A group that differs is split and its parts run again, down to single points, so that every
+failing point ends as a cell of its own with the usual row (what differs, the recovery, what it
+waited on). Halves while few groups fail; single points at once when most do (then halving would
+only run every point several times over), so that when every point fails the test costs little
+more than `exact`. A group's run that does not reach one of its points (the run went another
+way after a kill) clears the points it reached and runs the rest as a group of their own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from temporal_crashtest._model import CellPoint, Reference, Target
+from temporal_crashtest._points import Moment
+from temporal_crashtest._report import Cell
+from temporal_crashtest._runner import GroupRun, Runner
+
+GROUPS_PER_CORE = 4
+MIN_GROUP_S = 1.0  # a group of fewer kills than this saves too little to pay for its split
+# What a kill costs its group's run, measured on a 2-core machine (a sequence of 200 activities):
+EFFECT_KILL_S = 0.25  # the next worker's start, the retry's backoff
+TASK_KILL_S = 1.1  # and the short workflow task timeout the dead worker's task waits out
+REPLAY_S_PER_BOUNDARY = 0.0015  # the next worker replays the history up to the point
+FAILING_SHARE_FOR_SINGLES = 0.5  # of finished groups: split failing groups to single points
+
+ProgressFn = Callable[[int, int, Cell], None]
+
+
+@dataclass(frozen=True)
+class Cells:
+    """Every crash point's cell, in the order the points were given, and what it took: the runs
+    made (a group's run, a cell's; not the reference) and how many groups the points began in."""
+
+    cells: list[Cell]
+    runs: int
+    groups: int
+
+
+def groupable(point: CellPoint) -> bool:
+    """A reset runs to the end first, and a repeat crashes at one point again: each is a run of
+    its own."""
+    return point.repeat == 1 and point.moment in (Moment.AFTER_EFFECT, Moment.AFTER_CHECKPOINT)
+
+
+def run_order(points: list[CellPoint]) -> list[CellPoint]:
+    """The order the run without a crash reached them: an activity's effect when its attempt
+    ended, its checkpoint when the workflow task that took its result started (siblings' effects
+    come before the task that takes all their results)."""
+
+    def when(p: CellPoint) -> tuple[object, ...]:
+        b = p.boundary
+        if p.moment is Moment.AFTER_EFFECT:
+            return (b.ended, 0, b.number)
+        return (max(b.taken, b.ended), 1, b.number)
+
+    return sorted(points, key=when)
+
+
+def _holds_a_task(point: CellPoint) -> bool:
+    return point.moment is Moment.AFTER_CHECKPOINT or point.boundary.local
+
+
+def _weight(point: CellPoint) -> float:
+    """About how long a kill at `point` keeps its group's run: the kill and the next worker's
+    start (a kill that holds a workflow task waits out the short task timeout), then the next
+    worker's replay of the history up to the point."""
+    kill = TASK_KILL_S if _holds_a_task(point) else EFFECT_KILL_S
+    return kill + REPLAY_S_PER_BOUNDARY * point.boundary.number
+
+
+def _cut(points: list[CellPoint], count: int) -> list[list[CellPoint]]:
+    """`points` as `count` runs of consecutive points of about equal weight."""
+    total = sum(map(_weight, points))
+    groups: list[list[CellPoint]] = [[]]
+    so_far = 0.0
+    for point in points:
+        middle = so_far + _weight(point) / 2  # a point goes where most of its weight falls
+        if groups[-1] and middle > total * len(groups) / count and len(groups) < count:
+            groups.append([])
+        groups[-1].append(point)
+        so_far += _weight(point)
+    return groups
+
+
+def first_groups(points: list[CellPoint], jobs: int) -> list[list[CellPoint]]:
+    """The points (in run order) cut into groups: kills after an effect apart from kills that
+    hold a workflow task (after a checkpoint, in a local activity), which wait out a short
+    workflow task timeout each and fail for other reasons (a workflow that is not deterministic,
+    not an effect without a key). Each kind is cut into runs of consecutive points of about
+    equal weight (`_weight`), as many groups in all as keep the cores busy (`GROUPS_PER_CORE`:
+    a group's run mostly waits, on retries' backoff and timeouts) and no more than run at once,
+    each of at least `MIN_GROUP_S` of kills. Every group runs the whole workflow, and each kill
+    replays the history up to it: more groups than that only add work."""
+    if not points:
+        return []
+    kinds = [[p for p in points if not _holds_a_task(p)], [p for p in points if _holds_a_task(p)]]
+    weights = [sum(map(_weight, kind)) for kind in kinds]
+    runs = min(jobs, GROUPS_PER_CORE * (os.cpu_count() or 1))
+    groups = []
+    for kind, weight in zip(kinds, weights, strict=True):
+        if kind:
+            share = max(1, round(runs * weight / sum(weights)))
+            groups += _cut(kind, min(share, len(kind), max(1, int(weight / MIN_GROUP_S))))
+    return groups
+
+
+class _Splits:
+    """How a failing group is split, from how many groups of its kind (kills after an effect,
+    kills that hold a task) have failed so far: an effect without a key fails at every kill
+    after it, a checkpoint seldom."""
+
+    def __init__(self) -> None:
+        self.finished = 1  # a passing group, counted in advance: one early failure is no trend
+        self.failed = 0
+
+    def record(self, failed: bool) -> None:
+        self.finished += 1
+        self.failed += failed
+
+    def parts(self, points: list[CellPoint]) -> list[list[CellPoint]]:
+        if len(points) <= 2 or self.failed / self.finished >= FAILING_SHARE_FOR_SINGLES:
+            return [[p] for p in points]
+        half = math.ceil(len(points) / 2)
+        return [points[:half], points[half:]]
+
+
+def _span(points: list[CellPoint]) -> str:
+    if len(points) == 1:
+        return points[0].crash_at
+    return f"{points[0].crash_at} … {points[-1].crash_at}"
+
+
+async def run_cells(
+    runner: Runner,
+    target: Target,
+    points: list[CellPoint],
+    reference: Reference,
+    jobs: int,
+    *,
+    exact: bool = False,
+    progress: ProgressFn | None = None,
+    say: Callable[[str], None] | None = None,
+) -> Cells:
+    """Every crash point's verdict, `jobs` runs at a time: a cell per point (`exact`, and
+    resets and repeats always), or the points in groups, split where they differ."""
+    tell = say or (lambda _: None)
+    limit = asyncio.Semaphore(jobs)
+    done: dict[CellPoint, Cell] = {}
+    runs = 0
+    splits = {kind: _Splits() for kind in (False, True)}  # by whether the kills hold a task
+    grouped = [] if exact else run_order([p for p in points if groupable(p)])
+    alone = [p for p in points if p not in set(grouped)]
+    groups = first_groups(grouped, jobs)
+
+    def record(point: CellPoint, cell: Cell) -> None:
+        done[point] = cell
+        if progress is not None:
+            progress(len(done), len(points), cell)
+
+    async def single(point: CellPoint) -> None:
+        nonlocal runs
+        async with limit:
+            runs += 1
+            cell = await runner.cell(target, point, reference)
+        record(point, cell)
+
+    async def group(tasks: asyncio.TaskGroup, members: list[CellPoint]) -> None:
+        nonlocal runs
+        if len(members) == 1:
+            await single(members[0])
+            return
+        async with limit:
+            runs += 1
+            outcome = await runner.group(target, members, reference)
+        reached, rest = members[: outcome.reached], members[outcome.reached :]
+        if outcome.why is None:
+            for point in reached:
+                record(point, _cleared(point, outcome))
+        if rest:  # not reached: the run went another way; the first of them on its own
+            parts = [rest] if reached else [rest[:1], rest[1:]]
+            for part in (p for p in parts if p):
+                tasks.create_task(group(tasks, part))
+        if not reached:
+            return
+        kind = splits[_holds_a_task(reached[0])]
+        kind.record(outcome.why is not None)
+        if outcome.why is not None:
+            parts = kind.parts(reached)
+            tell(
+                f"the group {_span(reached)} ({len(reached)} points) differs ({outcome.why}): "
+                f"run again as {' + '.join(str(len(p)) for p in parts)}"
+            )
+            for part in parts:
+                tasks.create_task(group(tasks, part))
+
+    if groups:
+        sizes = sorted({len(g) for g in groups})
+        tell(
+            f"{len(grouped)} crash points in {len(groups)} groups of "
+            f"{'-'.join(map(str, sizes[:: max(1, len(sizes) - 1)]))} (one run each; a group "
+            "that differs is split down to single points)"
+        )
+    async with asyncio.TaskGroup() as tasks:
+        for members in groups:
+            tasks.create_task(group(tasks, members))
+        for point in alone:
+            tasks.create_task(single(point))
+    return Cells([done[p] for p in points], runs, len(groups))
+
+
+def _cleared(point: CellPoint, outcome: GroupRun) -> Cell:
+    return Cell(
+        workflow_id=outcome.workflow_id,
+        crash_at=point.crash_at,
+        activity=point.boundary.label,
+        matches=True,
+        observed=outcome.observed,
+        diff=None,
+        recovery_s=None,
+        seconds=outcome.seconds,
+        crashes=1,
+        group=outcome.reached,
+    )

@@ -1,0 +1,90 @@
+"""How crash points are grouped into runs and split, in process (no server): groups keep the run's
+order and every point once, kills that hold a workflow task are grouped apart, and a group that
+differs is halved while few fail, and cut to single points when most do."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from temporal_crashtest._groups import _Splits, first_groups, groupable, run_order
+from temporal_crashtest._history import Boundary
+from temporal_crashtest._model import CellPoint
+from temporal_crashtest._points import Moment
+
+START = datetime(2026, 12, 1)
+
+
+def sequence(n: int, parallel: int = 1) -> list[Boundary]:
+    """n activities; each `parallel` in a row scheduled together, ending one after another, and
+    their results taken by one workflow task."""
+    out = []
+    for i in range(1, n + 1):
+        batch = (i - 1) // parallel
+        ended = START + timedelta(seconds=i)
+        taken = START + timedelta(seconds=(batch + 1) * parallel, milliseconds=500)
+        b = Boundary(i, "@1", i, "charge", False, f"charge#{i}", i, str(i), "wf", "run",
+                     batch + 1, ended, taken)  # fmt: skip
+        out.append(b)
+    return out
+
+
+def points(boundaries: list[Boundary]) -> list[CellPoint]:
+    return [CellPoint(m, b) for m in (Moment.AFTER_EFFECT, Moment.AFTER_CHECKPOINT)
+            for b in boundaries]  # fmt: skip
+
+
+def names(group: list[CellPoint]) -> list[str]:
+    return [p.crash_at for p in group]
+
+
+def test_points_are_in_the_order_the_run_reached_them() -> None:
+    assert names(run_order(points(sequence(3)))) == [
+        "after-effect:1", "after-checkpoint:1", "after-effect:2", "after-checkpoint:2",
+        "after-effect:3", "after-checkpoint:3",
+    ]  # fmt: skip
+    # Siblings: every effect comes before the task that takes all their results.
+    assert names(run_order(points(sequence(3, parallel=3)))) == [
+        "after-effect:1", "after-effect:2", "after-effect:3",
+        "after-checkpoint:1", "after-checkpoint:2", "after-checkpoint:3",
+    ]  # fmt: skip
+
+
+def test_groups_hold_every_point_once_in_run_order_kinds_apart() -> None:
+    every = run_order(points(sequence(200)))
+    groups = first_groups(every, jobs=16)
+    assert sorted(names([p for g in groups for p in g])) == sorted(names(every))
+    for group in groups:
+        assert group == [p for p in every if p in group]  # consecutive, in run order
+        assert len({p.moment for p in group}) == 1
+    assert 2 <= len(groups) <= 16
+    # A kill that holds a workflow task waits out its timeout: those groups are smaller.
+    effects = [len(g) for g in groups if g[0].moment is Moment.AFTER_EFFECT]
+    checkpoints = [len(g) for g in groups if g[0].moment is Moment.AFTER_CHECKPOINT]
+    assert max(checkpoints) < min(effects)
+    # Later kills replay longer histories: later groups of a kind hold fewer points.
+    assert effects == sorted(effects, reverse=True)
+    # Few points: no group is worth less than a second of kills.
+    small = first_groups(run_order(points(sequence(2))), jobs=16)
+    assert [names(g) for g in small] == [
+        ["after-effect:1", "after-effect:2"], ["after-checkpoint:1"], ["after-checkpoint:2"]
+    ]  # fmt: skip
+
+
+def test_resets_and_repeats_run_alone() -> None:
+    b = sequence(1)[0]
+    assert groupable(CellPoint(Moment.AFTER_EFFECT, b))
+    assert not groupable(CellPoint(Moment.AFTER_EFFECT, b, repeat=2))
+    assert not groupable(CellPoint(Moment.RESET, b))
+
+
+def test_a_failing_group_is_halved_while_few_fail_and_cut_to_points_when_most_do() -> None:
+    group = run_order(points(sequence(8)))[:8]
+    splits = _Splits()
+    for _ in range(3):
+        splits.record(failed=False)
+    splits.record(failed=True)
+    assert [len(p) for p in splits.parts(group)] == [4, 4]
+    for _ in range(4):
+        splits.record(failed=True)
+    assert [len(p) for p in splits.parts(group)] == [1] * 8
+    assert [len(p) for p in _Splits().parts(group[:2])] == [1, 1]
