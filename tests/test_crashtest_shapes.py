@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 from tests.helpers import (
     CrashtestRun,
     child_env,
     crashtest_both_ways,
+    crashtest_runs,
     failing,
     untested_but_the_end,
 )
@@ -270,3 +272,41 @@ def test_every_shape_keyed_and_unkeyed(db_url: str, temporal_address: str, tmp_p
     assert "activity charge_cents cannot run on this worker" in done.stderr
     assert "Failed decoding arguments" in done.stderr
 
+
+def test_a_failing_crash_test_as_junit_xml_and_github_errors(
+    db_url: str, temporal_address: str, tmp_path: Path
+) -> None:
+    """Grouped (the default): every failing point ends as a cell of its own, with its recovery;
+    the JUnit file has a testcase per point (failures: the ✗ points, with what differs and the
+    recovery), the untested point skipped; on GitHub Actions, an ::error line per ✗ point."""
+    junit = tmp_path / "crashtest.xml"
+    env = child_env(db_url, TEMPORAL_ADDRESS=temporal_address, GITHUB_ACTIONS="true")
+    args = [*RUNS["parallel-unkeyed"], "--junit-xml", str(junit)]
+    done, report = crashtest_runs({"junit": (args, {})}, env, tmp_path)["junit"]
+    assert done.returncode == 1, done.stdout + done.stderr
+
+    suite = ElementTree.parse(junit).getroot().find("testsuite")
+    assert suite is not None
+    cases = suite.findall("testcase")
+    by_name = {c.get("name", ""): c for c in cases}
+    assert len(cases) == len(report["cells"]) + len(report["untested"])
+    assert suite.get("tests") == str(len(cases))
+    failed = {n.partition(" ")[0] for n, c in by_name.items() if c.find("failure") is not None}
+    assert failed == failing(report) == {"after-effect:1", "after-effect:2", "after-effect:3"}
+    assert suite.get("failures") == "3" and suite.get("errors") == "0"
+    for cell in report["cells"]:
+        case = by_name[f"{cell['crash_at']} ({cell['activity']})"]
+        failure = case.find("failure")
+        if cell["matches"]:
+            assert failure is None
+            continue
+        assert cell["group"] == 1 and cell["recovery_s"] is not None, cell
+        assert failure is not None and failure.get("message") == "effects: 4 → 5 entries"
+        assert "recovery: " in (failure.text or "") and cell["workflow_id"] in (failure.text or "")
+    skipped = [c for c in cases if c.find("skipped") is not None]
+    assert [c.get("name") for c in skipped] == [u["boundary"] for u in report["untested"]]
+    assert any(c["group"] > 1 for c in report["cells"]), "no point was cleared in a group"
+
+    errors = [line for line in done.stdout.splitlines() if line.startswith("::error ")]
+    assert len(errors) == 3, done.stdout
+    assert all("::effects: 4 → 5 entries (recovery " in line for line in errors), errors

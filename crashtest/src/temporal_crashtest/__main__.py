@@ -3,7 +3,7 @@
     python -m temporal_crashtest run --worker MODULE:FACTORY --workflow MODULE:CLASS --input JSON \\
         --observe MODULE:FUNC [--drive MODULE:FUNC] [--expect JSON|@FILE] [--points LIST] \\
         [--repeat N] [--plugin MODULE:NAME]... [--data-converter MODULE:NAME] [--json PATH] \\
-        [--markdown PATH] [--jobs N] [--address HOST:PORT | --dev-server] \\
+        [--markdown PATH] [--junit-xml PATH] [--jobs N] [--address HOST:PORT | --dev-server] \\
         [--deadline-s S] [--logs DIR] [--real-timeouts] [--exact]
 
 FACTORY(client, task_queue) -> Worker builds your worker on the client it is given (which
@@ -28,7 +28,8 @@ Points are crashed several to a run: the first worker is killed at a group's fir
 worker that takes over at the next, and so on; a group whose run ends in the no-crash state
 clears its points, one that does not is split down to single points, so each failing point gets
 a row of its own. --exact makes one run per point (the same verdicts, for an observer that shows
-every effect; see the guide).
+every effect; see the guide). --junit-xml writes a testcase per point; with GITHUB_ACTIONS=true,
+each failing point is also an ::error line.
 
 Exit 0: every crash point ends in the no-crash state (and the reference is what --expect says);
 1: some do not, or the reference differs from --expect; 2: bad input.
@@ -45,6 +46,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from temporal_crashtest._ci import github_errors, junit_xml
 from temporal_crashtest._crash_test import (
     NOTHING,
     CrashTestOptions,
@@ -78,6 +80,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--observe", required=True, help="MODULE:FUNC, (workflow_id) -> JSON")
     add("--json", type=Path, help="write the report as JSON here")
     add("--markdown", type=Path, help="write the table as Markdown here")
+    add(
+        "--junit-xml",
+        type=Path,
+        help="write JUnit XML here: a testcase per crash point (the untested ones skipped)",
+    )
     add("--jobs", type=int, default=default_jobs(), help="cells run at once")
     add("--points", help="only these crash points, comma-separated (reset:N too)")
     add("--drive", help="MODULE:FUNC, (handle) -> None: sends signals and updates")
@@ -167,6 +174,7 @@ def from_args(args: argparse.Namespace) -> tuple[Target, Observe, CrashTestOptio
         raise InputError(f"--input is not JSON: {err}") from None
     writable(args.json, "--json")
     writable(args.markdown, "--markdown")
+    writable(args.junit_xml, "--junit-xml")
     target = Target(
         worker=args.worker,
         workflow=workflow_type(args.workflow),
@@ -219,6 +227,11 @@ async def main(
         report.write_json(args.json)
     if args.markdown:
         args.markdown.write_text(report.table(markdown=True) + "\n")
+    if args.junit_xml:
+        args.junit_xml.write_text(junit_xml(report))
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        for line in github_errors(report):
+            print(line, flush=True)
     if report.logs:
         say(f"the workers' logs are in {report.logs}")
     return EXIT_ALL_MATCH if report.ok else EXIT_SOME_DIFFER
