@@ -1,7 +1,8 @@
 """`python -m bench [--json PATH] [--quick]`: what a checkpoint, a step and a recovery cost.
 
-`python -m bench --crashtest`: how long a whole crash test takes, fast-forwarded and with
-`--real-timeouts`, and how it grows with the number of boundaries.
+`python -m bench --crashtest`: how long a whole crash test takes, grouped (the default) and
+`--exact`, and how it grows with the number of boundaries (points, groups, runs, wall time,
+seconds per point, the Temporal server's CPU).
 
 Every figure is measured in this one run, on the same Postgres and Temporal server, so the ratios
 between them hold even on a shared, noisy machine where absolute times drift.
@@ -49,7 +50,15 @@ def parse_args() -> argparse.Namespace:
     crash.add_argument(
         "--crashtest-runs", type=int, default=None, help="whole crash tests per target and mode (3)"
     )
-    crash.add_argument("--sizes", default="5,20,50", help="boundaries of the growing workflow")
+    crash.add_argument(
+        "--sizes", default="5,20,50,100,200", help="boundaries of the growing workflow"
+    )
+    crash.add_argument(
+        "--exact-up-to",
+        type=int,
+        default=50,
+        help="measure --exact too up to this size (its work grows as N squared)",
+    )
     scale = parser.add_argument_group("scale: how cost grows (python -m bench --scale)")
     scale.add_argument("--scale", action="store_true", help="measure growth instead (minutes)")
     scale.add_argument("--history", default="0,5000,20000", help="completed runs (0,5000,20000)")
@@ -112,23 +121,43 @@ async def scale(args: argparse.Namespace) -> int:
 
 
 async def crashtests(args: argparse.Namespace) -> int:
-    from bench.crashtest_speed import GROCERY, PAYMENTS, Timing, measure, ratios, sequence, table
+    from bench.crashtest_speed import (
+        GROCERY,
+        CrashtestError,
+        Timing,
+        measure,
+        private_dev_server,
+        ratios,
+        sequence,
+        table,
+    )
 
     runs = args.crashtest_runs or (1 if args.quick else 3)
-    env = dict(
-        without_crash_at(os.environ),
-        DATABASE_URL=ensure_database_url(),
-        TEMPORAL_ADDRESS=ensure_temporal_address(),
-    )
     out = data_dir() / "bench" / f"crashtest-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
     timings: list[Timing] = []
-    for target, command, n in (
-        ("grocery agent", GROCERY, runs),
-        ("payments example, unkeyed", PAYMENTS, runs),
-        *((f"sequence of {size} charges", sequence(size), 1) for size in args.sizes),
-    ):
-        timings += await measure(target, command, env, n, out, progress)
+    with private_dev_server(out / "temporal-dev-server.log") as server:
+        env = dict(
+            without_crash_at(os.environ),
+            DATABASE_URL=ensure_database_url(),
+            TEMPORAL_ADDRESS=server.address,
+        )
+        tests: list[tuple[str, list[str], int, tuple[str, ...]]] = [
+            ("grocery agent", GROCERY, runs, ("grouped", "exact")),
+            ("unkeyed sequence of 20", sequence(20, "unkeyed_worker"), runs, ("grouped", "exact")),
+        ]
+        for size in args.sizes:
+            both: tuple[str, ...] = ("grouped", "exact")
+            tests.append(
+                (f"sequence of {size}", sequence(size), 1, both[: 1 + (size <= args.exact_up_to)])
+            )
+        try:
+            for target, command, n, modes in tests:
+                timings += await measure(target, command, env, n, out, server, progress, modes)
+        except CrashtestError as err:
+            print(table(timings))
+            say(f"error: {err}")
+            return 1
     print(table(timings))
     print()
     print("\n".join(ratios(timings)))
