@@ -37,9 +37,9 @@ from temporal_crashtest._runner import GroupRun, Runner
 GROUPS_PER_CORE = 4
 MIN_GROUP_S = 1.0  # a group of fewer kills than this saves too little to pay for its split
 # What a kill costs its group's run, measured on a 2-core machine (a sequence of 200 activities):
-EFFECT_KILL_S = 0.25  # the next worker's start, the retry's backoff
+EFFECT_KILL_S = 0.35  # the retry's backoff, the next worker's start, the attempt again
 TASK_KILL_S = 1.1  # and the short workflow task timeout the dead worker's task waits out
-REPLAY_S_PER_BOUNDARY = 0.0015  # the next worker replays the history up to the point
+REPLAY_S_PER_BOUNDARY = 0.003  # the next worker replays the history up to the point (loaded)
 FAILING_SHARE_FOR_SINGLES = 0.5  # of finished groups: split failing groups to single points
 
 ProgressFn = Callable[[int, int, Cell], None]
