@@ -9,8 +9,11 @@ import inspect
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import temporal_crashtest
+from temporal_crashtest import pytest_plugin
+from temporal_crashtest.__main__ import parse_args
 
 
 def test_every_public_name_resolves() -> None:
@@ -74,3 +77,24 @@ def test_the_one_call_documents_its_arguments() -> None:
         assert "Args:" in doc, documented
     assert "Returns:" in (inspect.getdoc(temporal_crashtest.run_crash_test) or "")
     assert "Raises:" in (inspect.getdoc(temporal_crashtest.run_crash_test) or "")
+
+
+def test_every_option_of_the_pytest_fixture_is_a_flag_of_the_command(tmp_path: Path) -> None:
+    """The fixture runs the command: each option it takes must become a flag the command parses
+    (a typo or a missing flag would fail every test that uses it)."""
+    values: dict[str, Any] = {
+        "points": "after-effect:1",
+        "jobs": 2,
+        "deadline_s": 5.0,
+        "data_converter": "m:dc",
+        "address": "127.0.0.1:7233",
+        "repeat": 2,
+        "plugins": ["m:p"],
+        "real_timeouts": True,
+        "exact": True,
+    }
+    assert set(values) | {"env"} == set(pytest_plugin.OPTIONS)
+    cmd = pytest_plugin._command("m:w", "m:W", {"a": 1}, "m:o", tmp_path / "r.json", values)
+    args = parse_args(cmd[3:])
+    assert args.exact and args.real_timeouts and args.jobs == 2 and args.repeat == 2
+    assert args.points == "after-effect:1" and args.plugin == ["m:p"]

@@ -45,6 +45,7 @@ OPTIONS = (
     "repeat",
     "plugins",
     "real_timeouts",
+    "exact",
 )
 
 
@@ -67,6 +68,7 @@ class CrashTest(Protocol):
         address: str | None = None,
         env: Mapping[str, str] | None = None,
         real_timeouts: bool | None = None,
+        exact: bool | None = None,
         expect_all_match: bool = True,
     ) -> Report: ...
 
@@ -94,6 +96,8 @@ def _command(
         cmd += ["--points", points if isinstance(points, str) else ",".join(points)]
     if options.get("real_timeouts"):
         cmd += ["--real-timeouts"]
+    if options.get("exact"):
+        cmd += ["--exact"]
     for name in ("jobs", "deadline_s", "data_converter", "address", "repeat", "drive"):
         if options.get(name) is not None:
             cmd += [f"--{name.replace('_', '-')}", str(options[name])]
