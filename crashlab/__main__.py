@@ -20,7 +20,7 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m crashlab", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     matrix = sub.add_parser("matrix", help="every design at every crash point")
-    matrix.add_argument("--engine", choices=["journal", "temporal", "all"], default="all")
+    matrix.add_argument("--engine", choices=["journal", "temporal", "dbos", "all"], default="all")
     matrix.add_argument("--json", type=Path, help="write the cells as JSON here")
     matrix.add_argument("--markdown", type=Path, help="write the table as Markdown here")
     matrix.add_argument("--jobs", type=int, default=matrix_jobs(), help="cells run at once")

@@ -10,10 +10,11 @@ from agent.steps import STEP_NAMES, STEPS, Effect
 from infra.errors import ConfigError
 from journal.crash_points import StepCrashPoint, StepMoment
 
-Engine = Literal["journal", "temporal"]
+Engine = Literal["journal", "temporal", "dbos"]
 
 JOURNAL_DESIGNS = ("naive", "checkpoint", "durable", "transactional")
 TEMPORAL_DESIGNS = ("none", "run", "workflow")  # the Temporal key strategies
+DBOS_DESIGNS = ("none", "keyed")  # the agent on DBOS: no key, or workflow id + step id
 # Both engines at the same points: after every step's effect, after every checkpoint that has a
 # next step (a Temporal worker has no next activity to crash in after the last one).
 CRASH_POINTS = (
@@ -57,7 +58,7 @@ class MatrixCell(BaseModel, frozen=True):
             return self.design == "workflow"  # only workflow-id keys survive a reset
         if self.design == "naive":
             return False  # starts over: repeats at least the first model call
-        if self.design in ("checkpoint", "none"):  # a journal or history, but no keys
+        if self.design in ("checkpoint", "none"):  # a journal, history or DBOS, but no keys
             point = StepCrashPoint.parse(self.crash_at, STEP_NAMES)
             return not (point.moment is StepMoment.AFTER_EFFECT and point.step in EFFECT_STEPS)
         return True
@@ -84,7 +85,7 @@ class MatrixResult(BaseModel):
         return f"{self.model_calls}/{self.orders}/{self.emails}"
 
 
-def all_cells(engine: Literal["journal", "temporal", "all"]) -> list[MatrixCell]:
+def all_cells(engine: Literal["journal", "temporal", "dbos", "all"]) -> list[MatrixCell]:
     cells: list[MatrixCell] = []
     if engine in ("journal", "all"):
         cells += [
@@ -102,6 +103,12 @@ def all_cells(engine: Literal["journal", "temporal", "all"]) -> list[MatrixCell]
             MatrixCell(engine="temporal", design=d, crash_at=row)
             for row in GROCER_ROWS
             for d in ("workflow", UNCHECKED)
+        ]
+    if engine in ("dbos", "all"):
+        cells += [
+            MatrixCell(engine="dbos", design=d, crash_at=c)
+            for d in DBOS_DESIGNS
+            for c in CRASH_POINTS
         ]
     return cells
 

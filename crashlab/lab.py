@@ -1,7 +1,10 @@
 """Running the crash matrix's cells: a fresh run, a real process SIGKILLed at the cell's crash
 point, a fresh process that resumes the run, and the final state read back from Postgres.
 
-Journal cells run `python -m journal`, which keeps its own crash lines. Temporal cells are
+Journal cells run `python -m journal`, which keeps its own crash lines. DBOS cells run `python -m
+crashlab.dbos_crash` (the agent on DBOS, with the lab's hook around its step functions) to the
+kill, then `python -m dbos_agent`, which recovers the run as a DBOS application does when it
+starts (its executor id: the run's own, so a process recovers no other cell's). Temporal cells are
 crashtest cells, through its one call (`run_crash_test`), a crash test per key strategy: the
 grocery worker is SIGKILLed from outside, by crashtest's interceptor. The re-run row is the
 lab's own: a worker process and two runs of the same workflow id.
@@ -19,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 from temporal_crashtest import Cell, CrashTestOptions, Processes, Target, run_crash_test
 from temporalio.client import Client
@@ -137,49 +141,63 @@ class Lab:
     address: str | None = None  # Temporal's, for the Temporal cells
     client: Client | None = None
     jobs: int = 4  # crash points at once, in each crash test
-    journal_reference: dict[str, Any] | None = None
+    references: dict[str, dict[str, Any]] = field(default_factory=dict)  # by engine
     grocer: LabGrocer | None = None  # for the grocer rows, started on first use
     _grocer_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
-    # --- the journal ---------------------------------------------------------------------
+    # --- the journal and DBOS: a process per run -------------------------------------------
 
-    async def reference_journal(self) -> None:
-        """The final state of a journal run that never crashed, which every journal cell is
-        compared with."""
-        run_id = f"lab-reference-journal-{uuid.uuid4().hex[:8]}"
-        cell = MatrixCell(engine="journal", design="durable", crash_at="none")
-        self.journal_reference = await self._journal(cell, run_id)
+    async def reference(self, engine: str) -> None:
+        """The final state of a run that never crashed, on the journal or on DBOS, which every
+        cell of that engine is compared with (DBOS's also makes its tables, before cells run at
+        once)."""
+        design = "durable" if engine == "journal" else "keyed"
+        run_id = f"lab-reference-{engine}-{uuid.uuid4().hex[:8]}"
+        cell = MatrixCell(engine="journal" if engine == "journal" else "dbos", design=design,
+                          crash_at="none")  # fmt: skip
+        self.references[engine] = await self._process_run(cell, run_id)
 
-    async def run_journal_cell(self, cell: MatrixCell) -> MatrixResult:
+    async def run_process_cell(self, cell: MatrixCell) -> MatrixResult:
+        """A journal or DBOS cell: a process killed at the point, a fresh one that resumes."""
         started = time.monotonic()
         point = cell.crash_at.replace(":", "")
         run_id = f"lab-{cell.engine}-{cell.design}-{point}-{uuid.uuid4().hex[:8]}"
         try:
-            state = await self._journal(cell, run_id)
-            return _result(
-                cell, state, state == self.journal_reference, None, time.monotonic() - started
-            )
+            state = await self._process_run(cell, run_id)
+            matches = state == self.references[cell.engine]
+            return _result(cell, state, matches, None, time.monotonic() - started)
         except Exception as err:  # one broken cell is reported, and the matrix goes on
             error = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
             return _result(
                 cell, await final_state(run_id), False, error, time.monotonic() - started
             )
 
-    async def _journal(self, cell: MatrixCell, run_id: str) -> dict[str, Any]:
-        args = ["-m", "journal", "run", "--run-id", run_id, "--design", cell.design]
-        args += ["--household", HOUSEHOLD]
+    async def _process_run(self, cell: MatrixCell, run_id: str) -> dict[str, Any]:
+        args = ["run", "--run-id", run_id, "--design", cell.design, "--household", HOUSEHOLD]
+        schema = None
+        if cell.engine == "journal":  # the journal keeps its own crash lines (CRASH_AT)
+            crashing = resuming = ["-m", "journal", *args]
+        else:  # DBOS: the lab's hook around the step functions; a DBOS application per cell
+            # (its own schema: processes on one schema share DBOS's queue of recovered work, so
+            # another cell's process could take this run and exit with it unfinished)
+            schema = f"dbos_{run_id.rsplit('-', 1)[-1]}"
+            args += ["--executor-id", run_id, "--schema", schema]
+            crashing, resuming = ["-m", "crashlab.dbos_crash", *args], ["-m", "dbos_agent", *args]
         if cell.crash_at != "none":
             code = await self.procs.run(
-                f"{run_id}-crash", args, PROCESS_TIMEOUT_S, CRASH_AT=cell.crash_at
+                f"{run_id}-crash", crashing, PROCESS_TIMEOUT_S, CRASH_AT=cell.crash_at
             )
             if code != -signal.SIGKILL:
                 raise CellFailed(f"the crashing process exited with {code}, not by SIGKILL")
-        code = await self.procs.run(run_id, args, PROCESS_TIMEOUT_S)
+        code = await self.procs.run(run_id, resuming, PROCESS_TIMEOUT_S)
         if code != 0:
             last = self.procs.last_line(run_id)
             raise CellFailed(f"the resumed process exited with {code}: {last}")
         async with self.pool.connection() as conn:
-            return (await read_run_state(conn, run_id)).comparable()
+            state = (await read_run_state(conn, run_id)).comparable()
+            if schema is not None:
+                await conn.execute(sql.SQL("drop schema {} cascade").format(sql.Identifier(schema)))
+            return state
 
     # --- Temporal ------------------------------------------------------------------------
 

@@ -56,7 +56,7 @@ async def run_matrix(
         await ensure_schema(conn)
     env = dict(without_crash_at(os.environ), DATABASE_URL=db_url)
     temporal = [c for c in cells if c.engine == "temporal"]
-    journal = [c for c in cells if c.engine == "journal"]
+    processes = [c for c in cells if c.engine in ("journal", "dbos")]
     log_dir = log_dir or data_dir() / "crashlab" / time.strftime("%Y%m%d-%H%M%S")
     procs = Processes(log_dir, env, cwd=PROJECT_ROOT)
     jobs = jobs or matrix_jobs()
@@ -72,24 +72,24 @@ async def run_matrix(
         if temporal:
             lab.address = ensure_temporal_address()
             lab.client = await connect_temporal(lab.address)
-        if journal:
+        for engine in sorted({c.engine for c in processes}):
             try:
-                await lab.reference_journal()
+                await lab.reference(engine)
             except Exception as err:
                 raise AgentError(
-                    f"the no-crash reference run failed ({type(err).__name__}: {err}); "
-                    f"its logs are in {procs.log_dir}"
+                    f"the {engine}'s no-crash reference run failed ({type(err).__name__}: "
+                    f"{err}); its logs are in {procs.log_dir}"
                 ) from None
         limit = asyncio.Semaphore(jobs)
 
         async def one(cell: MatrixCell) -> MatrixResult:
             async with limit:
-                result = await lab.run_journal_cell(cell)
+                result = await lab.run_process_cell(cell)
             done(result)
             return result
 
         temporal_runs = [lab.run_temporal(temporal, done)] if temporal else []
-        await asyncio.gather(*(one(c) for c in journal), *temporal_runs)
+        await asyncio.gather(*(one(c) for c in processes), *temporal_runs)
     finally:
         procs.kill_all()
         await pool.close()

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from crashlab.cells import (
     CRASH_POINTS,
+    DBOS_DESIGNS,
     GROCER_ROWS,
     JOURNAL_DESIGNS,
     RESET,
@@ -17,6 +18,8 @@ from crashlab.cells import (
     MatrixResult,
 )
 from infra.reporting import render
+
+ENGINE_LETTER = {"journal": "J", "temporal": "T", "dbos": "D"}
 
 
 class MatrixReport(BaseModel):
@@ -32,9 +35,11 @@ class MatrixReport(BaseModel):
 
     def columns(self) -> list[tuple[str, str]]:
         present = {(c.engine, c.design) for c in self.cells}
-        order = [("journal", d) for d in JOURNAL_DESIGNS] + [
-            ("temporal", d) for d in (*TEMPORAL_DESIGNS, UNCHECKED)
-        ]
+        order = (
+            [("journal", d) for d in JOURNAL_DESIGNS]
+            + [("temporal", d) for d in (*TEMPORAL_DESIGNS, UNCHECKED)]
+            + [("dbos", d) for d in DBOS_DESIGNS]
+        )
         return [col for col in order if col in present]
 
     def rows(self) -> list[str]:
@@ -51,13 +56,14 @@ class MatrixReport(BaseModel):
 
     def table(self, *, markdown: bool = False) -> str:
         cols = self.columns()
-        head = ["crash at", *(f"{'J' if e == 'journal' else 'T'} {d}" for e, d in cols)]
+        head = ["crash at", *(f"{ENGINE_LETTER[e]} {d}" for e, d in cols)]
         body = [[row, *(self._cell_text(e, d, row) for e, d in cols)] for row in self.rows()]
         return render(head, body, markdown=markdown)
 
     def legend(self) -> str:
         legend = (
-            "J = hand-rolled journal (design), T = Temporal (key strategy). Each cell: ✓ the final "
+            "J = hand-rolled journal (design), T = Temporal (key strategy), D = DBOS (keys from "
+            "the workflow id and step id, or none). Each cell: ✓ the final "
             "state equals a run that never crashed, ✗ it does not; then model calls/orders/emails "
             "(no crash: 3/1/1). (!) marks a cell whose outcome is not the one its design predicts."
         )

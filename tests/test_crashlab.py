@@ -15,7 +15,8 @@ from tests.helpers import child_env, run_python
 
 def test_expected_outcomes_follow_the_designs() -> None:
     expect = {(c.engine, c.design, c.crash_at): c.expected_match for c in all_cells("all")}
-    assert len(expect) == 4 * 12 + 3 * 13 + 3 * 2  # + the grocer rows, with and without the check
+    # journal, Temporal (+ reset), the grocer rows with and without the check, DBOS
+    assert len(expect) == 4 * 12 + 3 * 13 + 3 * 2 + 2 * 12
     assert not expect["journal", "naive", "after-checkpoint:1"]
     assert not expect["journal", "checkpoint", "after-effect:4"]
     assert expect["journal", "checkpoint", "after-effect:2"]  # the pantry check only reads
@@ -26,7 +27,9 @@ def test_expected_outcomes_follow_the_designs() -> None:
     for row in ("key-expiry", "reset-key-expiry", "rerun-key-expiry"):
         assert expect["temporal", "workflow", row]
         assert not expect["temporal", "workflow-unchecked", row]
-    assert all(v for (e, d, _), v in expect.items() if d in ("durable", "transactional"))
+    assert not expect["dbos", "none", "after-effect:4"]
+    assert expect["dbos", "none", "after-checkpoint:4"]
+    assert all(v for (e, d, _), v in expect.items() if d in ("durable", "transactional", "keyed"))
 
 
 def test_a_cell_that_disagrees_with_its_design_is_unexpected() -> None:
@@ -54,13 +57,13 @@ def test_matrix_subset_end_to_end(db_url: str, temporal_address: str, tmp_path: 
     out_json, out_md = tmp_path / "m.json", tmp_path / "m.md"
     args = [
         "-m", "crashlab", "matrix", "--engine", "all",
-        "--designs", "checkpoint,durable,none,run,workflow",
+        "--designs", "checkpoint,durable,none,run,workflow,keyed",
         "--crash-points", "after-effect:4,reset",
         "--json", str(out_json), "--markdown", str(out_md),
     ]  # fmt: skip
     done = run_python(args, child_env(db_url, TEMPORAL_ADDRESS=temporal_address), 300)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "[  8/8]" in done.stderr  # progress, one line per finished cell
+    assert "[ 10/10]" in done.stderr  # progress, one line per finished cell
     report = json.loads(out_json.read_text())
     assert set(report) == {"cells", "seconds"}
     got = {(c["engine"], c["design"], c["crash_at"]): c for c in report["cells"]}
@@ -74,6 +77,8 @@ def test_matrix_subset_end_to_end(db_url: str, temporal_address: str, tmp_path: 
         ("temporal", "none", "reset"): (4, 2, 2),
         ("temporal", "run", "reset"): (4, 2, 2),  # a reset gives a new run id: a new key
         ("temporal", "workflow", "reset"): (3, 1, 1),
+        ("dbos", "none", "after-effect:4"): (3, 2, 1),  # DBOS runs the killed step again
+        ("dbos", "keyed", "after-effect:4"): (3, 1, 1),  # keyed by workflow id and step id
     }
     matches = {k for k, c in got.items() if c["matches_no_crash"]}
     assert matches == {k for k, v in counts.items() if v == (3, 1, 1)}

@@ -3,7 +3,8 @@
 - The product (`infra`, `agent`, `activities`, `workflows`, `grocer`, `worker.py`, `starter.py`)
   points one way — workflows → activities → agent → infra, grocer → infra — and imports nothing
   of the crash tool or the labs: the production image carries no crash machinery.
-- The journal uses the agent and infra; the crash tool (`crashtest/src`) imports nothing of ours.
+- The journal and the agent on DBOS (`dbos_agent`) use the agent and infra; the crash tool
+  (`crashtest/src`) imports nothing of ours.
 - The labs: `bench` may use `crashlab`, never the reverse (what both use lives in `infra`);
   `examples` use the tool and the product; `tests` may use everything.
 - Outside `crashtest/`, the tool is used through its public surface (`temporal_crashtest`, its
@@ -28,13 +29,22 @@ MAY_IMPORT: dict[str, set[str]] = {
     "workflows": {"activities", "agent", "infra"},
     "grocer": {"infra"},
     "journal": {"agent", "infra"},
+    "dbos_agent": {"agent", "infra"},
     "worker": {"workflows", "activities", "agent", "infra"},
     "starter": {"workflows", "activities", "agent", "infra"},
     "temporal_crashtest": set(),
-    "crashlab": {*PRODUCT, "journal", "temporal_crashtest"},
-    "bench": {*PRODUCT, "journal", "temporal_crashtest", "crashlab"},
+    "crashlab": {*PRODUCT, "journal", "dbos_agent", "temporal_crashtest"},
+    "bench": {*PRODUCT, "journal", "dbos_agent", "temporal_crashtest", "crashlab"},
     "examples": {*PRODUCT, "temporal_crashtest"},
-    "tests": {*PRODUCT, "journal", "temporal_crashtest", "crashlab", "bench", "examples"},
+    "tests": {
+        *PRODUCT,
+        "journal",
+        "dbos_agent",
+        "temporal_crashtest",
+        "crashlab",
+        "bench",
+        "examples",
+    },
 }
 SKIPPED = {".venv", ".data", ".git", "build", "__pycache__"}
 

@@ -1,0 +1,1 @@
+"""The grocery agent on DBOS: a DBOS workflow over the same six step functions."""
