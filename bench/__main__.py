@@ -20,6 +20,7 @@ from pathlib import Path
 from pydantic import BaseModel
 from temporal_crashtest import Processes
 
+from bench.dbos import dbos_figures_in_child, measure_dbos_recovery
 from bench.postgres import measure_postgres
 from bench.recovery import measure_recovery
 from bench.sdk_metrics import mean_latencies_ms, runtime_with_metrics
@@ -189,6 +190,8 @@ async def main(args: argparse.Namespace) -> int:
         figures.update(await measure_postgres(conn, n))
     progress(f"journal throughput: {runs} durable runs, 10 at a time")
     figures["throughput: journal durable"] = await journal_throughput_in_child(runs, 10)
+    progress(f"DBOS: step, grocery run (n={temporal_n}), throughput ({runs} runs, 10 at a time)")
+    figures.update(await dbos_figures_in_child(n, temporal_n, runs, 10))
     if not args.postgres_only:
         runtime, metrics_url = runtime_with_metrics()
         client = await connect_temporal(runtime=runtime)
@@ -211,6 +214,10 @@ async def main(args: argparse.Namespace) -> int:
             figures["recovery: new worker start -> run completed"] = await measure_recovery(
                 client, procs, recoveries
             )
+            progress(f"DBOS recovery: {recoveries} processes SIGKILLed in the order step")
+            figures["recovery: dbos process start -> run completed"] = await measure_dbos_recovery(
+                procs, recoveries
+            )
             progress(f"Temporal throughput: {runs} runs at once on one worker")
             figures["throughput: temporal"] = await temporal_throughput(client, procs, runs)
         finally:
@@ -220,6 +227,8 @@ async def main(args: argparse.Namespace) -> int:
     floor = "bare INSERT commit (floor)"
     print(f"\ncheckpoint save / floor: {ratio(figures, 'journal checkpoint save', floor)}")
     print(f"seed method / floor:     {ratio(figures, 'seed method save (SELECT + INSERT)', floor)}")
+    print(f"dbos step / floor:       {ratio(figures, 'dbos step (output recorded)', floor)}")
+    print(f"temporal step / floor:   {ratio(figures, 'temporal step (activity)', floor)}")
     if legs:
         print("\nwhere a Temporal step's time goes (median ms, from the server's event times):")
         for leg, ms in legs.items():

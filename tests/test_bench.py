@@ -20,11 +20,14 @@ def test_bench_quick_writes_valid_json(db_url: str, temporal_address: str, tmp_p
         "journal replayed step",
         "temporal step (activity)",
         "recovery: new worker start -> run completed",
+        "dbos step (output recorded)",
+        "dbos grocery run (stub model)",
+        "recovery: dbos process start -> run completed",
     ):
         assert set(figures[name]) == {"median_ms", "p99_ms", "n"}, name
         assert figures[name]["n"] >= 1
     assert figures["bare INSERT commit (floor)"]["n"] == 50
-    for name in ("throughput: journal durable", "throughput: temporal"):
+    for name in ("throughput: journal durable", "throughput: temporal", "throughput: dbos"):
         assert figures[name]["per_s"] > 0
         assert figures[name]["runs"] == 4
-    assert "checkpoint save / floor:" in done.stdout
+    assert "checkpoint save / floor:" in done.stdout and "dbos step / floor:" in done.stdout
