@@ -28,10 +28,11 @@ def parse_args() -> argparse.Namespace:
     matrix.add_argument("--crash-points", help="only these crash points, comma-separated")
     sub.add_parser("demo", help="the narrated demo: kill a worker after the order, watch it heal")
     chaos = sub.add_parser("chaos", help="many runs through random kills and server restarts")
-    chaos.add_argument("--engine", choices=["temporal", "journal"], default="temporal")
+    chaos.add_argument("--engine", choices=["temporal", "journal", "dbos"], default="temporal")
     chaos.add_argument(
         "--design",
-        help="key strategy (temporal, default workflow) or journal design (default durable)",
+        help="key strategy (temporal, default workflow), journal design (default durable) or "
+        "DBOS design (keyed, the default, or none)",
     )
     chaos.add_argument("--runs", type=int, default=200, help="runs started at once (200)")
     chaos.add_argument("--workers", type=int, default=3, help="worker processes (3)")
@@ -62,6 +63,10 @@ async def chaos(args: argparse.Namespace) -> int:
 
     if args.engine == "journal":
         design = Design.parse(args.design or "durable").value
+    elif args.engine == "dbos":
+        from dbos_agent.agent import KeyDesign
+
+        design = KeyDesign.parse(args.design or "keyed").value
     else:
         from activities.grocery import KeyStrategy
 

@@ -3,11 +3,13 @@ workers at random moments and restarts Postgres and Temporal abruptly. At the en
 are checked straight from Postgres (and Temporal, for the runs' status).
 
 Temporal: W `worker.py` processes on one task queue, N workflows started at once. Journal: W
-`python -m journal resume --until-done` processes, N runs registered for them. Each process is
-restarted when it dies, as a supervisor would. STEP_PAUSE_MS pauses every step before its work
-and again between its effect and its record, so that kills land in that window too; without it
-the weak designs would look safe by luck. The lab runs its own Postgres and Temporal server in
-`.data/chaos/` (wiped at the start of each chaos run), so it kills only what it started.
+`python -m journal resume --until-done` processes, N runs registered for them. DBOS: W `python -m
+dbos_agent serve` processes (an executor id each), N runs enqueued on DBOS's queue. Each process
+is restarted when it dies, as a supervisor would. STEP_PAUSE_MS pauses every step before its
+work and again between its effect and its record, so that kills land in that window too;
+without it the weak designs would look safe by luck. The lab runs its own Postgres and Temporal
+server in `.data/chaos/` (wiped at the start of each chaos run), so it kills only what it
+started.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Protocol
 
 import psycopg
+from dbos import DBOSClient, EnqueueOptions
 from pydantic import BaseModel
 from temporal_crashtest import Processes
 from temporalio.api.enums.v1 import EventType
@@ -34,11 +37,15 @@ from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, Telemetr
 from temporalio.service import RPCError
 
 from agent.data import EXAMPLE_WEEK, GroceryRequest
+from agent.outcome import ONE_RUN_COUNTS
 from crashlab.faults import ChaosFault, FaultInjector
-from crashlab.fleet import Fleet
+from crashlab.fleet import SLOT, Fleet
 from crashlab.invariants import Violation, check_runs
 from crashlab.recovery import held_by, recovery_seconds, summary_ms
 from crashlab.servers import LabPostgres, LabTemporal, stop_leftovers
+from dbos_agent.__main__ import READY_LINE as DBOS_READY
+from dbos_agent.__main__ import SCHEMA as DBOS_SCHEMA
+from dbos_agent.agent import QUEUE_NAME, WORKFLOW_NAME, DBOSRequest, KeyDesign
 from infra.config import PROJECT_ROOT, data_dir, env_str
 from infra.db import connect_postgres, ensure_schema
 from infra.errors import ConfigError, DatabaseUnavailable
@@ -50,6 +57,7 @@ from journal.resume import READY_LINE as RESUME_READY
 from workflows.grocery import GroceryAgentWorkflow
 
 STEP_PAUSE_MS = "5-60"  # unless set: the windows random kills land in (see the docstring)
+DBOS_STUCK_AFTER_S = "5"  # unless set: a DBOS run with no step for this long is stuck
 JOURNAL_CONCURRENCY = 10  # runs at once in each journal process
 RETRY_S = 0.5  # how soon to ask again a server that is restarting
 PROGRESS_EVERY_S = 2.0
@@ -82,6 +90,8 @@ class ChaosReport(BaseModel):
     workers: int
     kills_that_held_runs: int
     process_restarts: int
+    fault_times_s: list[float] = []  # when each fault fell, since the start
+    completion_times_s: list[float] = []  # when each run was seen completed, since the start
 
     @property
     def ok(self) -> bool:
@@ -211,6 +221,63 @@ class JournalRuns:
         return times
 
 
+class DBOSRuns:
+    """N runs enqueued on DBOS's `grocery` queue, run by `fleet`'s `python -m dbos_agent serve`
+    processes: each slot has an executor id of its own, kept across restarts, so a restarted
+    process recovers the runs its predecessor held (as DBOS expects of a supervised fleet)."""
+
+    def __init__(self, db_url: str, fleet: Fleet, design: str, procs: Processes) -> None:
+        self.db_url = db_url
+        self.fleet = fleet
+        self.design = KeyDesign.parse(design)
+        self.procs = procs
+        self.run_ids: list[str] = []
+        self.done: set[str] = set()
+
+    async def start(self, run_ids: list[str]) -> None:
+        self.run_ids = run_ids
+        code = await self.procs.run("dbos-setup", ["-m", "dbos_agent", "setup"], 120)
+        if code != 0:
+            raise ConfigError(f"python -m dbos_agent setup: {self.procs.last_line('dbos-setup')}")
+        client = DBOSClient(system_database_url=self.db_url, dbos_system_schema=DBOS_SCHEMA)
+        try:
+            for run_id, household in households(run_ids).items():
+                options = EnqueueOptions(
+                    workflow_name=WORKFLOW_NAME,
+                    queue_name=QUEUE_NAME,
+                    workflow_id=run_id,
+                )
+                request = DBOSRequest(household=household, design=self.design)
+                await client.enqueue_async(options, request)
+        finally:
+            client.destroy()
+
+    async def completed(self) -> set[str]:
+        with contextlib.suppress(psycopg.Error, DatabaseUnavailable, OSError):  # restarting
+            async with await connect_postgres(self.db_url) as conn:
+                rows = await conn.execute(
+                    f"select workflow_uuid from {DBOS_SCHEMA}.workflow_status"
+                    " where workflow_uuid = any(%s) and status = 'SUCCESS'",
+                    (self.run_ids,),
+                )
+                self.done = {row[0] for row in await rows.fetchall()}
+        return self.done
+
+    async def progress_times(self, run_ids: list[str]) -> dict[str, list[float]]:
+        """When each run's steps were recorded (database time, seconds since the epoch)."""
+        async with await connect_postgres(self.db_url) as conn:
+            rows = await conn.execute(
+                f"select workflow_uuid, completed_at_epoch_ms / 1000.0 from "
+                f"{DBOS_SCHEMA}.operation_outputs where workflow_uuid = any(%s)",
+                (run_ids,),
+            )
+            times: dict[str, list[float]] = {}
+            for run_id, at in await rows.fetchall():
+                if at is not None:
+                    times.setdefault(run_id, []).append(float(at))
+        return times
+
+
 def quiet_runtime() -> Runtime:
     """The lab restarts the server on purpose: its own client's retries meanwhile are expected,
     not news (the SDK logs each one as a warning)."""
@@ -239,6 +306,7 @@ class ChaosRun:
     procs: Processes
     progress: Callable[[str], None]
     started: float  # time.monotonic() at the start
+    started_wall: float  # time.time() at the start (the faults' times are wall clock)
 
     def say(self, text: str) -> None:
         self.progress(f"[{time.monotonic() - self.started:6.1f} s] {text}")
@@ -271,30 +339,52 @@ async def _servers(opts: ChaosOptions, folder: Path) -> LabServers:
         raise
 
 
+async def work_done(db_url: str, run_ids: list[str]) -> float | None:
+    """The share of the runs' work done, from their model calls (every engine records each one
+    in Postgres; a run makes `ONE_RUN_COUNTS[0]`): None while Postgres is restarting."""
+    with contextlib.suppress(psycopg.Error, DatabaseUnavailable, OSError):
+        async with await connect_postgres(db_url) as conn:
+            row = await (
+                await conn.execute(
+                    "select count(*) from model_calls where run_id = any(%s)", (run_ids,)
+                )
+            ).fetchone()
+            calls = row[0] if row else 0
+            return min(1.0, calls / (len(run_ids) * ONE_RUN_COUNTS[0]))
+    return None
+
+
 async def _drive(
     runs: Engine,
     injector: FaultInjector,
-    total: int,
+    run_ids: list[str],
+    db_url: str,
     deadline: float,
     progress: Callable[[str], None],
     started: float,
-) -> set[str]:
-    """Let the runs go and the faults fall, until every run completed or the deadline passed."""
-    done: set[str] = set()
+) -> dict[str, float]:
+    """Let the runs go and the faults fall, until every run completed or the deadline passed;
+    when each run was first seen completed (seconds since the start)."""
+    total = len(run_ids)
+    done: dict[str, float] = {}
+    share = 0.0
 
     def keep_going() -> bool:
         return len(done) < total and time.monotonic() < deadline
 
     def seconds_left() -> float | None:
-        """At the pace so far (None until a run has finished)."""
-        if not done:
+        """At the pace of the work so far (None until some is done)."""
+        if share <= 0:
             return None
-        return (total - len(done)) * (time.monotonic() - started) / len(done)
+        return (time.monotonic() - started) * (1 - share) / share
 
     faults = asyncio.create_task(injector.run(keep_going, seconds_left))
     said = 0.0
     while keep_going():
-        done = set(await runs.completed())
+        now = time.monotonic() - started
+        for run_id in await runs.completed():
+            done.setdefault(run_id, now)
+        share = await work_done(db_url, run_ids) or share
         if time.monotonic() - said >= PROGRESS_EVERY_S:
             said = time.monotonic()
             counts = ", ".join(
@@ -307,7 +397,10 @@ async def _drive(
             )
         await asyncio.sleep(RETRY_S)
     await faults  # a fault under way finishes: its server is up again for the checks
-    return set(await runs.completed())
+    now = time.monotonic() - started
+    for run_id in await runs.completed():
+        done.setdefault(run_id, now)
+    return done
 
 
 async def run_chaos(opts: ChaosOptions, progress: Callable[[str], None] = say) -> ChaosReport:
@@ -329,9 +422,12 @@ async def run_chaos(opts: ChaosOptions, progress: Callable[[str], None] = say) -
     env.setdefault("STEP_PAUSE_MS", STEP_PAUSE_MS)
     if opts.engine == "temporal":
         env.update(TEMPORAL_ADDRESS=servers.address or "", KEY_STRATEGY=opts.design)
+    if opts.engine == "dbos":  # a paused step takes at most ~0.2 s here
+        env.setdefault("DBOS_STUCK_AFTER_S", DBOS_STUCK_AFTER_S)
     procs = Processes(folder / "logs", env, cwd=PROJECT_ROOT)
     try:
-        return await _chaos(ChaosRun(opts, tag, servers, procs, progress, started))
+        wall = time.time() - (time.monotonic() - started)
+        return await _chaos(ChaosRun(opts, tag, servers, procs, progress, started, wall))
     finally:
         procs.kill_all()
         for server in (servers.temporal, servers.postgres):
@@ -344,8 +440,13 @@ async def _chaos(run: ChaosRun) -> ChaosReport:
     opts, tag, procs, started = run.opts, run.tag, run.procs, run.started
     db_url, address = run.servers.db_url, run.servers.address
     run_ids = [f"{tag}-{i:04d}" for i in range(1, opts.runs + 1)]
-    runs: TemporalRuns | JournalRuns
-    if opts.engine == "temporal":
+    runs: TemporalRuns | JournalRuns | DBOSRuns
+    if opts.engine == "dbos":
+        # dbos_agent serve, with the lab's pauses around the step functions (STEP_PAUSE_MS)
+        serve = ["-m", "crashlab.dbos_crash", "serve", "--executor-id", f"{tag}-{SLOT}"]
+        fleet = Fleet(procs, "agent", serve, opts.workers, ready_line=DBOS_READY)
+        runs = DBOSRuns(db_url, fleet, opts.design, procs)
+    elif opts.engine == "temporal":
         fleet = Fleet(
             procs, "worker", ["-m", "crashlab.worker"], opts.workers, ready_line="worker ready"
         )
@@ -372,9 +473,10 @@ async def _chaos(run: ChaosRun) -> ChaosReport:
         await ensure_schema(conn)
     await runs.start(run_ids)
     fleet.start()
-    completed = await _drive(
-        runs, injector, len(run_ids), started + opts.deadline_s, run.progress, started
+    completed_at = await _drive(
+        runs, injector, run_ids, db_url, started + opts.deadline_s, run.progress, started
     )
+    completed = set(completed_at)
     run.say("stopping the workers")
     await fleet.stop()
     run.say("checking every run in Postgres")
@@ -404,4 +506,6 @@ async def _chaos(run: ChaosRun) -> ChaosReport:
         workers=opts.workers,
         kills_that_held_runs=len(recoveries),
         process_restarts=fleet.restarts,
+        fault_times_s=[round(i.at - run.started_wall, 1) for i in injector.injected],
+        completion_times_s=sorted(round(t, 1) for t in completed_at.values()),
     )

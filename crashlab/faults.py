@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
 import time
 from collections.abc import Callable
@@ -17,8 +18,8 @@ from crashlab.servers import LabPostgres, LabTemporal
 log = logging.getLogger(__name__)
 
 FIRST_FAULT_AFTER_S = 1.0  # after the first process of the fleet is at work
-GAP_S = (0.2, 1.5)  # the shortest and longest pause between two faults
-FIRST_GAP_S = 0.5  # until the runs' pace is known
+MIN_GAP_S = 0.2  # the shortest pause between two faults
+FIRST_GAP_S = 0.5  # until the runs' pace is known (the first of them has made a step)
 WAIT_FOR_A_VICTIM_S = 0.2
 DOWNTIME_S = (1.0, 2.5)  # a killed server stays down this long before it is started again
 
@@ -38,6 +39,13 @@ class Injected:
     down_s: float = 0.0  # for a server: how long it was gone
 
 
+def next_gap(seconds_left: float | None, faults_left: int, rng: random.Random) -> float:
+    """The pause before the next fault: what is left of the runs' estimated time shared among
+    the faults left (and the end), jittered; `FIRST_GAP_S` while nothing is done yet."""
+    mean = FIRST_GAP_S if seconds_left is None else seconds_left / (faults_left + 2)
+    return max(mean * rng.uniform(0.5, 1.5), MIN_GAP_S)
+
+
 @dataclass
 class FaultInjector:
     rng: random.Random
@@ -55,8 +63,10 @@ class FaultInjector:
     ) -> None:
         """Inject every fault of the budget, in a seeded order, while `keep_going()` (the runs
         are not all finished). The pauses between faults spread what is left of the budget over
-        `seconds_left()`, the runs' estimated time to finish, jittered by the seeded generator,
-        so the faults land while runs are in flight, however fast the engine is."""
+        `seconds_left()`, the runs' estimated time to finish (from the work done so far, not the
+        runs finished: with many runs none finishes for a long while), jittered by the seeded
+        generator, so the faults fall across the runs' whole lifetime, however fast the engine
+        is and however many runs there are."""
         faults = [fault for fault, n in self.budget.items() for _ in range(n)]
         self.rng.shuffle(faults)
         while not self.fleet.ready():  # faults mean something once the fleet is at work
@@ -68,10 +78,11 @@ class FaultInjector:
             if not keep_going():
                 return
             await self.inject(fault, keep_going)
-            left = seconds_left()
-            mean = FIRST_GAP_S if left is None else left / (len(faults) - i + 1)
-            gap = min(max(mean * self.rng.uniform(0.5, 1.5), GAP_S[0]), GAP_S[1])
-            await asyncio.sleep(gap)
+            gap = next_gap(seconds_left(), len(faults) - i - 1, self.rng)
+            for _ in range(math.ceil(gap / WAIT_FOR_A_VICTIM_S)):  # the runs may end meanwhile
+                if not keep_going():
+                    return
+                await asyncio.sleep(WAIT_FOR_A_VICTIM_S)
 
     async def inject(self, fault: ChaosFault, keep_going: Callable[[], bool]) -> None:
         if fault is ChaosFault.WORKER_KILL:

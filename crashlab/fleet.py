@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from temporal_crashtest import Processes
 
 RESTART_AFTER_S = 0.2  # a supervisor's pause before it starts a dead process again
+SLOT = "{slot}"  # in an argument: the slot's number (the same after a restart)
 
 
 @dataclass
@@ -24,9 +25,10 @@ class Slot:
 
 
 class Fleet:
-    """`size` processes of `python ARGS`. A process that exits with 0 is done (a `resume
-    --until-done` that found nothing left); any other exit, SIGKILL included, is restarted.
-    A process is ready (at work) once its log holds `ready_line`."""
+    """`size` processes of `python ARGS` (`{slot}` in one: the slot's number). A process that
+    exits with 0 is done (a `resume --until-done` that found nothing left); any other exit,
+    SIGKILL included, is restarted. A process is ready (at work) once its log holds
+    `ready_line`."""
 
     def __init__(
         self, procs: Processes, name: str, args: list[str], size: int, ready_line: str
@@ -48,7 +50,8 @@ class Fleet:
             slot.generation += 1
             log_name = f"{self.name}-{slot.number}-{slot.generation}"
             slot.log_names.append(log_name)
-            slot.proc = await self.procs.start(log_name, self.args)
+            args = [a.replace(SLOT, str(slot.number)) for a in self.args]
+            slot.proc = await self.procs.start(log_name, args)
             code = await self.procs.wait(slot.proc, None)
             if code == 0 or self.stopping:
                 return

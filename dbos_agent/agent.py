@@ -11,6 +11,7 @@ the key `f"{workflow_id}:{step_id}"` from DBOS's own identity of the step (the `
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -28,6 +29,11 @@ from agent.llm import Model
 from infra.config import parse_choice
 
 T = TypeVar("T", bound=BaseModel)
+log = logging.getLogger(__name__)
+# Runs enqueued from outside (`DBOSClient.enqueue`), taken by every process that serves the
+# queue (`python -m dbos_agent serve` registers it), this many at once in each.
+QUEUE_NAME = "grocery"
+QUEUE_CONCURRENCY = 10
 
 
 class KeyDesign(StrEnum):
@@ -122,12 +128,18 @@ async def summarise(request: DBOSRequest, order: OrderPlaced, email: EmailSent) 
                        steps.summarise(c, d.model, run, order, email, key))  # fmt: skip
 
 
-@DBOS.workflow(name="GroceryAgentDBOS")
+WORKFLOW_NAME = "GroceryAgentDBOS"
+
+
+@DBOS.workflow(name=WORKFLOW_NAME)
 async def grocery_agent(request: DBOSRequest) -> Summary:
     """The six steps, one line each."""
+    log.info("run %s: opened (%s)", DBOS.workflow_id, request.design)
     plan_ = await plan(request)
     pantry = await check_pantry(request, plan_)
     choice = await choose(request, pantry)
     order = await place_order(request, choice)
     email = await send_confirmation(request, order)
-    return await summarise(request, order, email)
+    summary = await summarise(request, order, email)
+    log.info("run %s: completed", DBOS.workflow_id)
+    return summary

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import subprocess
 import sys
 from collections.abc import Callable
@@ -18,6 +19,7 @@ import pytest
 from temporalio.client import Client
 from temporalio.service import RPCError
 
+from crashlab.faults import next_gap
 from crashlab.invariants import NO_RUN, check_runs
 from crashlab.servers import LabPostgres
 from infra.db import connect_postgres
@@ -150,3 +152,25 @@ async def test_the_starter_lives_through_a_postgres_restart(
         assert (out["model_calls"], out["orders"], out["emails"]) == (3, 1, 1)
     finally:
         await postgres.stop()
+
+
+def test_faults_are_spread_over_the_runs_whole_lifetime() -> None:
+    """With 1,000 runs nothing finishes for minutes: the pace comes from the work done, and the
+    gaps are not capped, so 20 faults over an estimated 300 s fall ~14 s apart, not 1.5 s."""
+    rng = random.Random(1)
+    gaps = []
+    left = 300.0
+    for faults_left in range(19, -1, -1):
+        gap = next_gap(left, faults_left, rng)
+        gaps.append(gap)
+        left -= gap
+    assert 200 < sum(gaps) < 300, gaps  # spread over most of the runs' time, ending before it
+    assert next_gap(None, 19, rng) < 1  # until the first step is done: short gaps
+
+
+def test_dbos_keeps_every_invariant_through_kills_and_a_restart(tmp_path: Path) -> None:
+    args = ["--engine", "dbos", "--runs", "40", "--workers", "2", "--kills", "3"]
+    report = chaos(tmp_path, *args, "--postgres-restarts", "1")
+    assert report["faults"]["postgres_restarts"] == 1
+    assert 1 <= report["faults"]["worker_kills"] <= 3
+    assert report["fault_times_s"] and len(report["completion_times_s"]) == 40

@@ -13,8 +13,8 @@ from tests.helpers import ROOT
 
 SETTINGS_PAGE = ROOT / "docs" / "operations.md"
 # Where the code that reads settings lives (the crash tool documents its own).
-CODE = ["infra", "agent", "activities", "workflows", "grocer", "journal", "crashlab", "bench",
-        "worker.py", "starter.py"]  # fmt: skip
+CODE = ["infra", "agent", "activities", "workflows", "grocer", "journal", "dbos_agent", "crashlab",
+        "bench", "worker.py", "starter.py"]  # fmt: skip
 # The Temporal client settings are read by temporalio.envconfig, not by our code.
 ENVCONFIG = re.compile(r"^TEMPORAL_(?!ADDRESS$|UI_URL$)")
 _READ = re.compile(
