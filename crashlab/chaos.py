@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import psycopg
 from dbos import DBOSClient, EnqueueOptions
@@ -60,6 +60,7 @@ STEP_PAUSE_MS = "5-60"  # unless set: the windows random kills land in (see the 
 DBOS_STUCK_AFTER_S = "5"  # unless set: a DBOS run with no step for this long is stuck
 JOURNAL_CONCURRENCY = 10  # runs at once in each journal process
 RETRY_S = 0.5  # how soon to ask again a server that is restarting
+WORK_POLL_S = RETRY_S  # how often the work done is read (between two, the first work began)
 PROGRESS_EVERY_S = 2.0
 HISTORIES_AT_ONCE = 10
 
@@ -182,6 +183,27 @@ class TemporalRuns:
             waiter.cancel()
 
 
+async def _runs_where(db_url: str, query: Any, run_ids: list[str], before: set[str]) -> set[str]:
+    """The run ids `query` (one parameter: the run ids) answers; `before` while Postgres is
+    restarting."""
+    with contextlib.suppress(psycopg.Error, DatabaseUnavailable, OSError):
+        async with await connect_postgres(db_url) as conn:
+            rows = await conn.execute(query, (run_ids,))
+            return {row[0] for row in await rows.fetchall()}
+    return before
+
+
+async def _times(db_url: str, query: Any, run_ids: list[str]) -> dict[str, list[float]]:
+    """(run id, seconds since the epoch) rows of `query`, by run."""
+    async with await connect_postgres(db_url) as conn:
+        rows = await conn.execute(query, (run_ids,))
+        times: dict[str, list[float]] = {}
+        for run_id, at in await rows.fetchall():
+            if at is not None:
+                times.setdefault(run_id, []).append(float(at))
+    return times
+
+
 class JournalRuns:
     """N runs registered in the journal, run by `fleet`'s `resume` processes."""
 
@@ -198,27 +220,17 @@ class JournalRuns:
             await register_runs(conn, self.design, households(run_ids))
 
     async def completed(self) -> set[str]:
-        with contextlib.suppress(psycopg.Error, DatabaseUnavailable, OSError):  # restarting
-            async with await connect_postgres(self.db_url) as conn:
-                rows = await conn.execute(
-                    "select run_id from agent_runs where run_id = any(%s) and status = 'completed'",
-                    (self.run_ids,),
-                )
-                self.done = {row[0] for row in await rows.fetchall()}
+        query = "select run_id from agent_runs where run_id = any(%s) and status = 'completed'"
+        self.done = await _runs_where(self.db_url, query, self.run_ids, self.done)
         return self.done
 
     async def progress_times(self, run_ids: list[str]) -> dict[str, list[float]]:
         """When each run saved a step (database time, seconds since the epoch)."""
-        async with await connect_postgres(self.db_url) as conn:
-            rows = await conn.execute(
-                "select run_id, extract(epoch from created_at)::float8 from agent_steps"
-                " where run_id = any(%s)",
-                (run_ids,),
-            )
-            times: dict[str, list[float]] = {}
-            for run_id, at in await rows.fetchall():
-                times.setdefault(run_id, []).append(at)
-        return times
+        query = (
+            "select run_id, extract(epoch from created_at)::float8 from agent_steps"
+            " where run_id = any(%s)"
+        )
+        return await _times(self.db_url, query, run_ids)
 
 
 class DBOSRuns:
@@ -253,29 +265,20 @@ class DBOSRuns:
             client.destroy()
 
     async def completed(self) -> set[str]:
-        with contextlib.suppress(psycopg.Error, DatabaseUnavailable, OSError):  # restarting
-            async with await connect_postgres(self.db_url) as conn:
-                rows = await conn.execute(
-                    f"select workflow_uuid from {DBOS_SCHEMA}.workflow_status"
-                    " where workflow_uuid = any(%s) and status = 'SUCCESS'",
-                    (self.run_ids,),
-                )
-                self.done = {row[0] for row in await rows.fetchall()}
+        query = (
+            f"select workflow_uuid from {DBOS_SCHEMA}.workflow_status"
+            " where workflow_uuid = any(%s) and status = 'SUCCESS'"
+        )
+        self.done = await _runs_where(self.db_url, query, self.run_ids, self.done)
         return self.done
 
     async def progress_times(self, run_ids: list[str]) -> dict[str, list[float]]:
         """When each run's steps were recorded (database time, seconds since the epoch)."""
-        async with await connect_postgres(self.db_url) as conn:
-            rows = await conn.execute(
-                f"select workflow_uuid, completed_at_epoch_ms / 1000.0 from "
-                f"{DBOS_SCHEMA}.operation_outputs where workflow_uuid = any(%s)",
-                (run_ids,),
-            )
-            times: dict[str, list[float]] = {}
-            for run_id, at in await rows.fetchall():
-                if at is not None:
-                    times.setdefault(run_id, []).append(float(at))
-        return times
+        query = (
+            f"select workflow_uuid, completed_at_epoch_ms / 1000.0 from "
+            f"{DBOS_SCHEMA}.operation_outputs where workflow_uuid = any(%s)"
+        )
+        return await _times(self.db_url, query, run_ids)
 
 
 def quiet_runtime() -> Runtime:
@@ -368,15 +371,16 @@ async def _drive(
     total = len(run_ids)
     done: dict[str, float] = {}
     share = 0.0
+    working_since: float | None = None  # when the first work was seen (start-up is not pace)
 
     def keep_going() -> bool:
         return len(done) < total and time.monotonic() < deadline
 
     def seconds_left() -> float | None:
         """At the pace of the work so far (None until some is done)."""
-        if share <= 0:
+        if share <= 0 or working_since is None:
             return None
-        return (time.monotonic() - started) * (1 - share) / share
+        return (time.monotonic() - working_since) * (1 - share) / share
 
     faults = asyncio.create_task(injector.run(keep_going, seconds_left))
     said = 0.0
@@ -385,6 +389,8 @@ async def _drive(
         for run_id in await runs.completed():
             done.setdefault(run_id, now)
         share = await work_done(db_url, run_ids) or share
+        if share > 0 and working_since is None:
+            working_since = time.monotonic() - WORK_POLL_S  # it began within the last poll
         if time.monotonic() - said >= PROGRESS_EVERY_S:
             said = time.monotonic()
             counts = ", ".join(

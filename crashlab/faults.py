@@ -41,8 +41,8 @@ class Injected:
 
 def next_gap(seconds_left: float | None, faults_left: int, rng: random.Random) -> float:
     """The pause before the next fault: what is left of the runs' estimated time shared among
-    the faults left (and the end), jittered; `FIRST_GAP_S` while nothing is done yet."""
-    mean = FIRST_GAP_S if seconds_left is None else seconds_left / (faults_left + 2)
+    the faults left and the end, jittered; `FIRST_GAP_S` while nothing is done yet."""
+    mean = FIRST_GAP_S if seconds_left is None else seconds_left / (faults_left + 1)
     return max(mean * rng.uniform(0.5, 1.5), MIN_GAP_S)
 
 
