@@ -15,10 +15,12 @@ not all pass alone: crash-test such a workflow with `--exact`.
 
 A group that differs is split and its parts run again, down to single points, so that every
 failing point ends as a cell of its own with the usual row (what differs, the recovery, what it
-waited on). Halves while few groups fail; single points at once when most do (then halving would
-only run every point several times over), so that when every point fails the test costs little
-more than `exact`. A group's run that does not reach one of its points (the run went another
-way after a kill) clears the points it reached and runs the rest as a group of their own.
+waited on). Halves while fewer than half the groups of its kind have failed (one pass counted in
+advance); single points at once otherwise, the kind's first failing group included (halving
+would then only run every point several times over), so that when every point fails the test
+costs little more than `exact`. A group's run that does not reach one of its points (the run
+went another way after a kill) clears the points it reached and runs the rest as a group of
+their own.
 """
 
 from __future__ import annotations
