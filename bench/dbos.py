@@ -117,7 +117,8 @@ async def measure_dbos_recovery(procs: Processes, runs: int) -> Figure:
         started = time.perf_counter_ns()
         code = await procs.run(f"{run_id}-b", ["-m", "dbos_agent", *args], 60)
         if code != 0:
-            raise RuntimeError(f"the recovering process exited {code}: {procs.last_line(run_id)}")
+            last = procs.last_line(f"{run_id}-b")
+            raise RuntimeError(f"the recovering process exited {code}: {last}")
         samples.append(time.perf_counter_ns() - started)
     return Figure.of_ns(samples)
 

@@ -77,15 +77,11 @@ def run_order(points: list[CellPoint]) -> list[CellPoint]:
     return sorted(points, key=when)
 
 
-def _holds_a_task(point: CellPoint) -> bool:
-    return point.moment is Moment.AFTER_CHECKPOINT or point.boundary.local
-
-
 def _weight(point: CellPoint) -> float:
     """About how long a kill at `point` keeps its group's run: the kill and the next worker's
     start (a kill that holds a workflow task waits out the short task timeout), then the next
     worker's replay of the history up to the point."""
-    kill = TASK_KILL_S if _holds_a_task(point) else EFFECT_KILL_S
+    kill = TASK_KILL_S if point.holds_a_task else EFFECT_KILL_S
     return kill + REPLAY_S_PER_BOUNDARY * point.boundary.number
 
 
@@ -114,7 +110,7 @@ def first_groups(points: list[CellPoint], jobs: int) -> list[list[CellPoint]]:
     replays the history up to it: more groups than that only add work."""
     if not points:
         return []
-    kinds = [[p for p in points if not _holds_a_task(p)], [p for p in points if _holds_a_task(p)]]
+    kinds = [[p for p in points if not p.holds_a_task], [p for p in points if p.holds_a_task]]
     weights = [sum(map(_weight, kind)) for kind in kinds]
     runs = min(jobs, GROUPS_PER_CORE * (os.cpu_count() or 1))
     groups = []
@@ -170,7 +166,8 @@ async def run_cells(
     runs = 0
     splits = {kind: _Splits() for kind in (False, True)}  # by whether the kills hold a task
     grouped = [] if exact else run_order([p for p in points if groupable(p)])
-    alone = [p for p in points if p not in set(grouped)]
+    in_groups = set(grouped)
+    alone = [p for p in points if p not in in_groups]
     groups = first_groups(grouped, jobs)
 
     def record(point: CellPoint, cell: Cell) -> None:
@@ -203,7 +200,7 @@ async def run_cells(
                 tasks.create_task(group(tasks, part))
         if not reached:
             return
-        kind = splits[_holds_a_task(reached[0])]
+        kind = splits[reached[0].holds_a_task]
         kind.record(outcome.why is not None)
         if outcome.why is not None:
             parts = kind.parts(reached)

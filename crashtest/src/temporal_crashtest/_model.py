@@ -65,6 +65,12 @@ class CellPoint:
     def site(self) -> CrashSite:
         return CrashSite(self.moment, self.boundary.scope, self.boundary.position)
 
+    @property
+    def holds_a_task(self) -> bool:
+        """Whether the kill comes while the worker holds a workflow task: after a checkpoint, it
+        kills in the workflow; a local activity runs inside its workflow task."""
+        return self.moment is Moment.AFTER_CHECKPOINT or self.boundary.local
+
 
 def _reachable_after_checkpoint(tree: Tree, b: Boundary) -> str | None:
     """Why `after-checkpoint` at `b` has no moment to crash in, if it has none. An activity's

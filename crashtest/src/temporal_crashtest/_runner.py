@@ -357,7 +357,7 @@ class Runner:
             shorten
             and not self.real_timeouts
             and any(
-                _holds_a_task(p) or (reference is not None and _has_siblings(p, reference))
+                p.holds_a_task or (reference is not None and _has_siblings(p, reference))
                 for p in stages
             )
         ):
@@ -510,7 +510,7 @@ class Runner:
                 production = DEFAULT_TASK_TIMEOUT_S
         waits = recovery_waits(crashed, by_event, production, set(run.killed))
         run.waited_on = [str(wait) for wait in waits]
-        if not self.real_timeouts and not _holds_a_task(point) and run.sticky_s:
+        if not self.real_timeouts and not point.holds_a_task and run.sticky_s:
             # The next workflow task would have gone to the dead worker's sticky queue first.
             run.waited_on.append(str(Wait("", "sticky queue", run.sticky_s)))
 
@@ -676,9 +676,3 @@ def _has_siblings(point: CellPoint, reference: Reference) -> bool:
     after its effect may come while the worker holds the workflow task a sibling's completion
     started, and that task ends only at the workflow task timeout."""
     return bool(reference.siblings(point.boundary))
-
-
-def _holds_a_task(point: CellPoint) -> bool:
-    """Whether the kill comes while the worker holds a workflow task: after a checkpoint, it
-    kills in the workflow; a local activity runs inside its workflow task."""
-    return point.moment is Moment.AFTER_CHECKPOINT or point.boundary.local
