@@ -21,6 +21,7 @@ import random
 import shutil
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,7 +61,7 @@ STEP_PAUSE_MS = "5-60"  # unless set: the windows random kills land in (see the 
 DBOS_STUCK_AFTER_S = "5"  # unless set: a DBOS run with no step for this long is stuck
 JOURNAL_CONCURRENCY = 10  # runs at once in each journal process
 RETRY_S = 0.5  # how soon to ask again a server that is restarting
-WORK_POLL_S = RETRY_S  # how often the work done is read (between two, the first work began)
+PACE_WINDOW_S = 5.0  # the runs' pace is their work done over this last stretch
 PROGRESS_EVERY_S = 2.0
 HISTORIES_AT_ONCE = 10
 
@@ -371,16 +372,19 @@ async def _drive(
     total = len(run_ids)
     done: dict[str, float] = {}
     share = 0.0
-    working_since: float | None = None  # when the first work was seen (start-up is not pace)
+    # (when, share of the work done) over the last PACE_WINDOW_S: the pace is the recent one
+    # (a run's first seconds, processes starting and the first steps, are slower than the rest)
+    recent: deque[tuple[float, float]] = deque()
 
     def keep_going() -> bool:
         return len(done) < total and time.monotonic() < deadline
 
     def seconds_left() -> float | None:
-        """At the pace of the work so far (None until some is done)."""
-        if share <= 0 or working_since is None:
+        """At the pace of the last PACE_WINDOW_S of work (None until some is done)."""
+        if len(recent) < 2 or recent[-1][1] <= recent[0][1]:
             return None
-        return (time.monotonic() - working_since) * (1 - share) / share
+        (then, before), (now, after) = recent[0], recent[-1]
+        return (1 - after) * (now - then) / (after - before)
 
     faults = asyncio.create_task(injector.run(keep_going, seconds_left))
     said = 0.0
@@ -389,8 +393,9 @@ async def _drive(
         for run_id in await runs.completed():
             done.setdefault(run_id, now)
         share = await work_done(db_url, run_ids) or share
-        if share > 0 and working_since is None:
-            working_since = time.monotonic() - WORK_POLL_S  # it began within the last poll
+        recent.append((time.monotonic(), share))
+        while recent[-1][0] - recent[0][0] > PACE_WINDOW_S:
+            recent.popleft()
         if time.monotonic() - said >= PROGRESS_EVERY_S:
             said = time.monotonic()
             counts = ", ".join(

@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 
 FIRST_FAULT_AFTER_S = 1.0  # after the first process of the fleet is at work
 MIN_GAP_S = 0.2  # the shortest pause between two faults
+SPREAD = 0.5  # the faults left fall within this share of the runs' estimated time left
 FIRST_GAP_S = 0.5  # until the runs' pace is known (the first of them has made a step)
 WAIT_FOR_A_VICTIM_S = 0.2
 DOWNTIME_S = (1.0, 2.5)  # a killed server stays down this long before it is started again
@@ -40,9 +41,11 @@ class Injected:
 
 
 def next_gap(seconds_left: float | None, faults_left: int, rng: random.Random) -> float:
-    """The pause before the next fault: what is left of the runs' estimated time shared among
-    the faults left and the end, jittered; `FIRST_GAP_S` while nothing is done yet."""
-    mean = FIRST_GAP_S if seconds_left is None else seconds_left / (faults_left + 1)
+    """The pause before the next fault: the first `SPREAD` of what is left of the runs'
+    estimated time shared among the faults left and the end, jittered (an estimate that runs
+    long would otherwise leave faults unspent when the runs end); `FIRST_GAP_S` while nothing is
+    done yet."""
+    mean = FIRST_GAP_S if seconds_left is None else SPREAD * seconds_left / (faults_left + 1)
     return max(mean * rng.uniform(0.5, 1.5), MIN_GAP_S)
 
 
@@ -78,10 +81,16 @@ class FaultInjector:
             if not keep_going():
                 return
             await self.inject(fault, keep_going)
-            gap = next_gap(seconds_left(), len(faults) - i - 1, self.rng)
-            for _ in range(math.ceil(gap / WAIT_FOR_A_VICTIM_S)):  # the runs may end meanwhile
+            faults_left = len(faults) - i - 1
+            gap = next_gap(seconds_left(), faults_left, self.rng)
+            for tick in range(math.ceil(gap / WAIT_FOR_A_VICTIM_S)):
+                # The runs may end meanwhile, or their pace turn out quicker than estimated.
+                left = seconds_left()
+                waited = tick * WAIT_FOR_A_VICTIM_S
                 if not keep_going():
                     return
+                if left is not None and waited >= SPREAD * left / (faults_left + 1):
+                    break
                 await asyncio.sleep(WAIT_FOR_A_VICTIM_S)
 
     async def inject(self, fault: ChaosFault, keep_going: Callable[[], bool]) -> None:

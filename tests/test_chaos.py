@@ -156,7 +156,8 @@ async def test_the_starter_lives_through_a_postgres_restart(
 
 def test_faults_are_spread_over_the_runs_whole_lifetime() -> None:
     """With 1,000 runs nothing finishes for minutes: the pace comes from the work done, and the
-    gaps are not capped, so 20 faults over an estimated 300 s fall ~14 s apart, not 1.5 s."""
+    gaps are not capped, so 20 faults over an estimated 300 s are spread over minutes, not 30 s
+    (and end before the runs do: an estimate may run long)."""
     rng = random.Random(1)
     gaps = []
     left = 300.0
@@ -164,7 +165,7 @@ def test_faults_are_spread_over_the_runs_whole_lifetime() -> None:
         gap = next_gap(left, faults_left, rng)
         gaps.append(gap)
         left -= gap
-    assert 200 < sum(gaps) < 300, gaps  # spread over most of the runs' time, ending before it
+    assert 100 < sum(gaps) < 300, gaps  # spread over minutes, ending before the runs do
     assert next_gap(None, 19, rng) < 1  # until the first step is done: short gaps
 
 
