@@ -24,7 +24,7 @@ from temporalio.client import (
 )
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from agent.data import HOUSEHOLD_PATTERN, WEEK_PATTERN, GroceryRequest, GroceryResult
 from agent.grocer import Grocer, configured_grocer
@@ -33,7 +33,7 @@ from agent.outcome import read_run_state
 from infra.cli import run_main, visible
 from infra.config import task_queue
 from infra.db import connect_postgres, ensure_database_url, ensure_schema
-from infra.errors import AgentError, ConfigError, DatabaseUnavailable
+from infra.errors import AgentError, ConfigError, DatabaseUnavailable, first_line
 from infra.logs import LogFormat, log_format
 from infra.temporal_client import connect_temporal
 from infra.temporal_server import ui_url
@@ -41,6 +41,7 @@ from workflows.grocery import GroceryAgentWorkflow
 
 log = logging.getLogger("starter")
 RECONNECT_S = 30  # how long the outcome waits for a restarting Postgres
+ASK_TIMEOUT_S = 3.0  # how long "what is the run waiting on?" may take
 
 _NAME = re.compile(HOUSEHOLD_PATTERN)
 _WEEK = re.compile(WEEK_PATTERN)
@@ -82,8 +83,9 @@ def parse_args() -> argparse.Namespace:
 
 async def wait_telling_why(handle: WorkflowHandle[Any, GroceryResult], queue: str) -> GroceryResult:
     """Wait for the result; if it is slow to come, say once what it may be waiting for: a step
-    being retried (and its last failure), or no worker."""
-    result = asyncio.ensure_future(handle.result())
+    being retried (and its last failure), no worker, or no Temporal (the wait goes on through a
+    Temporal outage: the server keeps the run)."""
+    result = asyncio.ensure_future(result_through_outages(handle))
     done, _ = await asyncio.wait({result}, timeout=5)
     if not done:
         log.warning(
@@ -95,12 +97,36 @@ async def wait_telling_why(handle: WorkflowHandle[Any, GroceryResult], queue: st
     return await result
 
 
+async def result_through_outages(handle: WorkflowHandle[Any, GroceryResult]) -> GroceryResult:
+    """The run's result, asked again while Temporal does not answer (a restart, an outage)."""
+    said = False
+    while True:
+        try:
+            return await handle.result()
+        except RPCError as err:
+            if err.status not in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
+                raise
+            if not said:
+                log.warning(
+                    "Temporal does not answer (%s): waiting for it; the run goes on once it is "
+                    "back",
+                    visible(first_line(err)),
+                    extra={"workflow_id": handle.id},
+                )
+                said = True
+            await asyncio.sleep(ASK_TIMEOUT_S)
+
+
 async def waiting_on(handle: WorkflowHandle[Any, GroceryResult], queue: str) -> str:
-    try:
-        description = await handle.describe()
-    except RPCError:
-        description = None
-    for pending in description.raw_description.pending_activities if description else []:
+    try:  # the SDK's client retries an unanswered call for long: a short deadline says it now
+        description = await asyncio.wait_for(handle.describe(), ASK_TIMEOUT_S)
+    except (RPCError, TimeoutError) as err:
+        why = visible(first_line(err)) if isinstance(err, RPCError) else f"in {ASK_TIMEOUT_S:g} s"
+        return (
+            f"Temporal does not answer ({why}): the run is kept by the server and goes on once "
+            "it is back; waiting"
+        )
+    for pending in description.raw_description.pending_activities:
         if pending.attempt > 1 and pending.last_failure.message:
             return (
                 f"step {pending.activity_type.name} is being retried (attempt "

@@ -32,7 +32,7 @@ from infra.config import env_port, env_str, task_queue
 from infra.db import ensure_database_url, ensure_schema, open_pool
 from infra.errors import ConfigError
 from infra.health import PROBE_TIMEOUT_S, Probe, watch
-from infra.logs import log_format, sdk_logging
+from infra.logs import sdk_logging
 from infra.metrics import count_effects, metrics_address
 from infra.temporal_client import connect_temporal
 from workflows.grocery import GroceryAgentWorkflow
@@ -97,7 +97,7 @@ def metrics_runtime(port: int) -> Runtime:
     try:
         return Runtime(
             telemetry=TelemetryConfig(
-                logging=sdk_logging(log_format()),
+                logging=sdk_logging(),
                 metrics=PrometheusConfig(bind_address=address),
             )
         )

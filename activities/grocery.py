@@ -29,10 +29,8 @@ from agent.data import (
     Summary,
     SummaryInput,
 )
-from agent.grocer import Grocer, GrocerRefused, OrderNotOurs
-from agent.guardrails import GuardrailViolation
-from agent.llm import Model
-from agent.model_errors import ModelAnswerRefused, ModelOutputError, ModelRefused
+from agent.grocer import Grocer
+from agent.llm import Model, UnrecordedAnswers
 from infra.config import parse_choice
 
 T = TypeVar("T")
@@ -40,18 +38,6 @@ T = TypeVar("T")
 # Heartbeat this often while a step runs: a killed worker is noticed after the workflow's
 # heartbeat_timeout, not after the (much longer) start_to_close_timeout.
 HEARTBEAT_EVERY_S = 0.5
-
-
-# What the steps raise when another attempt cannot help: the workflow's retry policy names them
-# (by class name, as Temporal matches an application error's type), so a rename cannot skip one.
-NOT_RETRIED: tuple[type[Exception], ...] = (
-    ModelOutputError,
-    ModelAnswerRefused,
-    ModelRefused,
-    GuardrailViolation,
-    GrocerRefused,
-    OrderNotOurs,
-)
 
 
 class KeyStrategy(StrEnum):
@@ -102,6 +88,8 @@ class GroceryActivities:
         self.model = model
         self.key_strategy = key_strategy
         self.grocer = grocer  # None: orders go to our own table
+        # An answer paid for whose record failed: the next attempt on this worker records it.
+        self.unrecorded = UnrecordedAnswers()
 
     async def _step(
         self, work: Callable[[psycopg.AsyncConnection, str, str | None], Awaitable[T]]
@@ -110,10 +98,11 @@ class GroceryActivities:
         info = activity.info()
         if info.workflow_id is None:
             raise RuntimeError("the grocery activities run inside GroceryAgentWorkflow only")
-        async with self.pool.connection() as conn:
-            return await heartbeating(
-                work(conn, info.workflow_id, idempotency_key(self.key_strategy, info))
-            )
+        with self.unrecorded.lend():
+            async with self.pool.connection() as conn:
+                return await heartbeating(
+                    work(conn, info.workflow_id, idempotency_key(self.key_strategy, info))
+                )
 
     def all(self) -> list[Callable[..., Awaitable[object]]]:
         """The six activities in the order of `agent.steps.STEPS`, for a Worker's `activities=`."""

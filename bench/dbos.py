@@ -49,7 +49,7 @@ async def measure(steps: int, runs: int, many: int, concurrency: int) -> dict[st
     async with await connect_postgres(url) as conn:
         await ensure_schema(conn)
     pool = await open_pool(url, max_size=concurrency + 1)
-    use(Dependencies(pool, StubModel(), None))
+    use(Dependencies(pool=pool, model=StubModel(), grocer=None))
     DBOS(config=dbos_config(url, f"bench-{uuid.uuid4().hex[:8]}", SCHEMA))
     DBOS.launch()
     tag = uuid.uuid4().hex[:8]
@@ -90,9 +90,17 @@ async def dbos_figures_in_child(
     steps: int, runs: int, many: int, concurrency: int
 ) -> dict[str, Figure | Throughput]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bench.dbos", str(steps), str(runs), str(many), str(concurrency),
-        cwd=PROJECT_ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        sys.executable,
+        "-m",
+        "bench.dbos",
+        str(steps),
+        str(runs),
+        str(many),
+        str(concurrency),
+        cwd=PROJECT_ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await proc.communicate()
     if proc.returncode != 0:
         last = err.decode(errors="replace").strip().splitlines()[-1:] or ["(no output)"]

@@ -107,11 +107,10 @@ class TemporalContext(logging.Filter):
         return True
 
 
-def sdk_logging(fmt: LogFormat) -> LoggingConfig:
-    """How the Temporal SDK's core (Rust) logs: to the console in its own format by default; with
-    JSON logs, forwarded into Python logging (`temporalio.core...`), so they are JSON lines too."""
-    if fmt is LogFormat.TEXT:
-        return LoggingConfig.default
+def sdk_logging() -> LoggingConfig:
+    """How the Temporal SDK's core (Rust) logs: forwarded into Python logging
+    (`temporalio.core...`), at WARN and above, so that its lines are ours in either format (its
+    own console format colours them with escape codes, on lines of its own)."""
     return LoggingConfig(
         filter=TelemetryFilter(core_level="WARN", other_level="ERROR"),
         forwarding=LogForwardingConfig(logger=logging.getLogger("temporalio.core")),
@@ -128,13 +127,13 @@ def configure_logging() -> LogFormat:
         handler.setFormatter(JsonFormatter())
         # The SDK's activity logger also appends its context to the message; here it is a field.
         activity.logger.activity_info_on_message = False
-        # Every client made without a runtime of its own uses this one (worker.py makes its own,
-        # with the same logging, when it serves metrics).
-        Runtime.set_default(
-            Runtime(telemetry=TelemetryConfig(logging=sdk_logging(fmt))), error_if_already_set=False
-        )
     else:
         handler.setFormatter(logging.Formatter(TEXT_FORMAT))
+    # Every client made without a runtime of its own uses this one (worker.py makes its own,
+    # with the same logging, when it serves metrics).
+    Runtime.set_default(
+        Runtime(telemetry=TelemetryConfig(logging=sdk_logging())), error_if_already_set=False
+    )
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
     for name in QUIET:
         logging.getLogger(name).setLevel(logging.WARNING)

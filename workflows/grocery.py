@@ -10,7 +10,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from activities.grocery import NOT_RETRIED, GroceryActivities
+    from activities.grocery import GroceryActivities
     from agent.data import (
         ConfirmationInput,
         GroceryRequest,
@@ -18,6 +18,8 @@ with workflow.unsafe.imports_passed_through():
         PantryInput,
         SummaryInput,
     )
+    from agent.retries import NOT_RETRIED, STEP_RETRIES
+
 
 # Chosen for a fast, safe recovery from a killed worker (see docs/operations.md, "Timeouts"):
 # - heartbeat_timeout 2 s: activities heartbeat every 0.5 s, so a dead worker is noticed in <= 2 s;
@@ -31,19 +33,15 @@ class ActivityOptions(TypedDict):
     retry_policy: RetryPolicy
 
 
-# Retries are bounded: 20 attempts are about 80 s of back-to-back failures (0.2 s doubling to
-# 5 s between them), longer than any outage the chaos test makes (a Postgres restart takes ~2 s,
-# Temporal's ~5 s) and than a worker kill costs (one attempt); a step failing for longer fails the
-# run with its last error instead of retrying forever.
-MAX_ATTEMPTS = 20
+# Retries are bounded, on the schedule every engine's steps share (agent.retries).
 ACTIVITY_OPTIONS = ActivityOptions(
     start_to_close_timeout=timedelta(minutes=5),
     heartbeat_timeout=timedelta(seconds=2),
     retry_policy=RetryPolicy(
-        initial_interval=timedelta(milliseconds=200),
-        backoff_coefficient=2.0,
-        maximum_interval=timedelta(seconds=5),
-        maximum_attempts=MAX_ATTEMPTS,
+        initial_interval=timedelta(seconds=STEP_RETRIES.first_wait_s),
+        backoff_coefficient=STEP_RETRIES.backoff,
+        maximum_interval=timedelta(seconds=STEP_RETRIES.longest_wait_s),
+        maximum_attempts=STEP_RETRIES.attempts,
         non_retryable_error_types=[error.__name__ for error in NOT_RETRIED],
     ),
 )
@@ -60,10 +58,26 @@ class GroceryAgentWorkflow:
 
     @workflow.run
     async def run(self, request: GroceryRequest) -> GroceryResult:
-        plan = await workflow.execute_activity_method(GroceryActivities.plan, request, **ACTIVITY_OPTIONS)
-        pantry = await workflow.execute_activity_method(GroceryActivities.check_pantry, PantryInput(household=request.household, plan=plan), **ACTIVITY_OPTIONS)
-        choice = await workflow.execute_activity_method(GroceryActivities.choose, pantry, **ACTIVITY_OPTIONS)
-        order = await workflow.execute_activity_method(GroceryActivities.place_order, choice, **ACTIVITY_OPTIONS)
-        email = await workflow.execute_activity_method(GroceryActivities.send_confirmation, ConfirmationInput(household=request.household, order=order), **ACTIVITY_OPTIONS)
-        summary = await workflow.execute_activity_method(GroceryActivities.summarise, SummaryInput(order=order, email=email), **ACTIVITY_OPTIONS)
+        plan = await workflow.execute_activity_method(
+            GroceryActivities.plan, request, **ACTIVITY_OPTIONS
+        )
+        pantry = await workflow.execute_activity_method(
+            GroceryActivities.check_pantry,
+            PantryInput(household=request.household, plan=plan),
+            **ACTIVITY_OPTIONS,
+        )
+        choice = await workflow.execute_activity_method(
+            GroceryActivities.choose, pantry, **ACTIVITY_OPTIONS
+        )
+        order = await workflow.execute_activity_method(
+            GroceryActivities.place_order, choice, **ACTIVITY_OPTIONS
+        )
+        email = await workflow.execute_activity_method(
+            GroceryActivities.send_confirmation,
+            ConfirmationInput(household=request.household, order=order),
+            **ACTIVITY_OPTIONS,
+        )
+        summary = await workflow.execute_activity_method(
+            GroceryActivities.summarise, SummaryInput(order=order, email=email), **ACTIVITY_OPTIONS
+        )
         return GroceryResult(summary=summary, order=order, email=email)
