@@ -3,7 +3,8 @@
 Only items the pantry reported missing and the price list below holds, at most MAX_QUANTITY of
 each, and a total within the household's budget, at those prices. A violation is not worth
 retrying (the model's answer is recorded, so asking the same step again returns the same
-choice): the run ends, with no order and no email, and says why in one line.
+choice): the run ends, with no order and no email, and says why in one line. An item is shown
+as ASCII (`'m\\u0456lk'`), so that a look-alike letter does not read as the item it imitates.
 """
 
 from __future__ import annotations
@@ -36,19 +37,19 @@ def check_choice(pantry: PantryReport, choice: Choice) -> None:
     for line in choice.lines:
         if line.item not in missing:
             raise GuardrailViolation(
-                f"the model chose {line.item!r}, which the pantry did not report missing "
+                f"the model chose {line.item!a}, which the pantry did not report missing "
                 f"(missing: {', '.join(sorted(missing))})"
             )
         if line.item not in PRICES_CENTS:
             raise GuardrailViolation(
-                f"the model chose {line.item!r}, which is not on the price list "
+                f"the model chose {line.item!a}, which is not on the price list "
                 f"({', '.join(sorted(PRICES_CENTS))})"
             )
         quantities[line.item] += line.quantity  # the same item on two lines counts once
     for item, quantity in quantities.items():
         if quantity > MAX_QUANTITY:
             raise GuardrailViolation(
-                f"the model chose {quantity} x {item}; at most {MAX_QUANTITY} of an item"
+                f"the model chose {quantity} x {item!a}; at most {MAX_QUANTITY} of an item"
             )
     total = sum(PRICES_CENTS[item] * quantity for item, quantity in quantities.items())
     if total > BUDGET_CENTS:

@@ -3,9 +3,11 @@
 Every call is recorded in `model_calls` before its answer is returned. A call made with an
 idempotency key first looks for a recorded answer under that key and reuses it: a retried step
 does not pay for the same call twice. An answer is checked before it is recorded: one we cannot
-keep (over MODEL_MAX_ANSWER_BYTES, or what Postgres's `jsonb` refuses) is recorded as refused
-and fails the step at once (`ModelAnswerRefused`), after one paid call, not twenty; the
-configured secrets are hidden in what is kept, should a model echo one.
+keep (over MODEL_MAX_ANSWER_BYTES, nested deeper than MAX_ANSWER_DEPTH, or what Postgres's
+`jsonb` refuses) is recorded as refused and fails the step at once (`ModelAnswerRefused`), after
+one paid call, not twenty; the configured secrets are hidden in what is kept, should a model echo
+one. Nothing here recurses into an answer: its depth is counted in one pass over the text before
+anything parses it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,11 @@ import hashlib
 import json
 import logging
 import math
+import random
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from enum import StrEnum
 from typing import Protocol, TypeVar
 
@@ -23,7 +30,12 @@ from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ValidationError
 
 from agent.effects import find_by_key, insert_once, log_effect
-from agent.model_errors import ModelAnswerRefused, ModelOutputError
+from agent.model_errors import (
+    AnswerTooLarge,
+    ModelAnswerRefused,
+    ModelOutputError,
+    ModelUnavailable,
+)
 from infra.config import env_number, env_str, http_url, model_latency_seconds, parse_choice
 from infra.errors import ConfigError
 from infra.metrics import EffectEvent
@@ -63,6 +75,12 @@ class StubFault(StrEnum):
     UNKNOWN_ITEM = "unknown-item"  # choose adds an item the pantry did not report missing
     OVER_BUDGET = "over-budget"  # choose buys 6 of everything missing: over any household's budget
     TOO_MANY = "too-many"  # choose asks for a dozen of the first item
+    # A quarter of the calls, at random, get no answer (as a 429 or a 503 would: nothing is
+    # paid, `ModelUnavailable`, retried by the step's engine).
+    UNAVAILABLE = "unavailable"
+
+
+UNAVAILABLE_SHARE = 0.25
 
 
 class StubModel:
@@ -79,6 +97,8 @@ class StubModel:
     async def complete(self, prompt: str) -> str:
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
+        if self.fault is StubFault.UNAVAILABLE and random.random() < UNAVAILABLE_SHARE:
+            raise ModelUnavailable("the stub model is unavailable this time (429)")
         if self.fault is StubFault.MALFORMED and prompt not in self._asked:
             self._asked.add(prompt)
             return "Sure! Here is what you asked for: a lovely list."
@@ -149,8 +169,7 @@ def model_from_env() -> Model:
         api_key = env_str("MODEL_API_KEY") or "none"  # a local server may want none
         _refuse_a_key_in_clear(base_url, api_key)
         timeout_s = env_number("MODEL_TIMEOUT_S", 60.0, positive=True, maximum=MAX_TIMEOUT_S)
-        max_answer_bytes()  # checked at start, like every setting
-        return OpenAIModel(base_url, api_key, name, timeout_s)
+        return OpenAIModel(base_url, api_key, name, timeout_s, max_answer_bytes())
     max_answer_bytes()
     raw = env_str("STUB_MODEL_FAULT")
     fault = parse_choice(StubFault, raw, "STUB_MODEL_FAULT") if raw else None
@@ -164,6 +183,11 @@ MODEL_CALLS_PER_STEP = 3  # a malformed answer is asked again, this many calls i
 DEFAULT_MAX_ANSWER_BYTES = 64 * 1024
 MAX_ANSWER_BYTES_LIMIT = 1024 * 1024
 REFUSED = "refused_answer"  # a recorded call whose answer was refused: {REFUSED: why}
+# Our answers nest three deep; a parser that recurses (Python's json, pydantic, Postgres's jsonb)
+# meets its limit in the thousands. An answer nested deeper than this is refused unparsed.
+MAX_ANSWER_DEPTH = 32
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"?')
+_BRACKET = re.compile(r"[\[\]{}]")
 
 
 def max_answer_bytes() -> int:
@@ -201,15 +225,31 @@ def _bad_text(text: str) -> str | None:
     return None
 
 
+def nesting(raw: str) -> int:
+    """How deep the brackets outside strings nest in `raw`, JSON or not, in one pass (no
+    recursion, whatever the depth)."""
+    depth = deepest = 0
+    for bracket in _BRACKET.findall(_STRING.sub("", raw)):
+        if bracket in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth = max(0, depth - 1)
+    return deepest
+
+
 def unkeepable(raw: str, limit: int) -> str | None:
-    """Why an answer cannot be kept — over `limit` bytes, or text Postgres's `jsonb` refuses (a
-    NUL, a lone surrogate, a non-finite or out-of-range number) — or None. An answer that is not
-    JSON at all can be kept (as `{"unparsed": text}`) and is asked again as malformed."""
+    """Why an answer cannot be kept — over `limit` bytes, nested deeper than MAX_ANSWER_DEPTH,
+    or text Postgres's `jsonb` refuses (a NUL, a lone surrogate, a non-finite or out-of-range
+    number) — or None. An answer that is not JSON at all can be kept (as `{"unparsed": text}`)
+    and is asked again as malformed."""
     size = len(raw.encode("utf-8", "surrogatepass"))
     if size > limit:
         return f"it is {size} bytes, over MODEL_MAX_ANSWER_BYTES={limit}"
     if why := _bad_text(raw):
         return f"it contains {why}"
+    if (depth := nesting(raw)) > MAX_ANSWER_DEPTH:
+        return f"it nests {depth} deep, over {MAX_ANSWER_DEPTH}"
     try:
         parsed = json.loads(raw, parse_constant=_non_finite, parse_float=_finite)
     except _Unstorable as err:
@@ -235,6 +275,96 @@ def unkeepable(raw: str, limit: int) -> str | None:
     return None
 
 
+class UnrecordedAnswers:
+    """Answers a model gave whose record failed (the database went away between the call and
+    its insert), by the call's key, so that the step's next attempt in this process records
+    them instead of paying for the calls again. Held by a worker or a DBOS process (bounded:
+    the oldest are dropped) and lent to a step's attempts with `lend()`."""
+
+    LIMIT = 1000
+
+    def __init__(self) -> None:
+        self._answers: dict[str, object] = {}
+
+    @contextmanager
+    def lend(self) -> Iterator[None]:
+        token = _UNRECORDED.set(self)
+        try:
+            yield
+        finally:
+            _UNRECORDED.reset(token)
+
+    def take(self, key: str) -> object | None:
+        return self._answers.get(key)
+
+    def keep(self, key: str, answer: object) -> None:
+        self._answers[key] = answer
+        while len(self._answers) > self.LIMIT:
+            del self._answers[next(iter(self._answers))]
+
+    def recorded(self, key: str) -> None:
+        self._answers.pop(key, None)
+
+
+# The answers lent to the step running in this task (None: none are kept between attempts).
+_UNRECORDED: ContextVar[UnrecordedAnswers | None] = ContextVar("unrecorded", default=None)
+
+
+async def _ask(model: Model, prompt: str) -> object:
+    """One paid call: the answer as it is kept — its JSON, `{"unparsed": text}` for text that is
+    not JSON, or `{REFUSED: why}` for an answer we cannot keep."""
+    try:
+        raw = await model.complete(prompt)
+        why = unkeepable(raw, max_answer_bytes())
+    except AnswerTooLarge as err:  # paid for, and not read to its end
+        return {REFUSED: str(err)}
+    if why is not None:
+        return {REFUSED: why}
+    raw = redact(raw)  # a model that echoes a configured key does not keep it
+    try:
+        answer: object = json.loads(raw)
+    except json.JSONDecodeError:
+        return {"unparsed": raw}
+    return answer
+
+
+async def _answer(
+    conn: psycopg.AsyncConnection,
+    model: Model,
+    *,
+    run_id: str,
+    step: int,
+    prompt: str,
+    call_key: str | None,
+) -> object:
+    """Call `call_key`'s answer: the one recorded under it, or a new (paid) call's, recorded."""
+    if call_key is not None:
+        recorded = await find_by_key(conn, "model_calls", call_key, ["id", "response"])
+        if recorded is not None:
+            log_effect(
+                EffectEvent.DUPLICATE_REFUSED,
+                "model_calls",
+                call_key,
+                recorded[0],
+                run_id=run_id,
+                how="the recorded answer, not a new call",
+            )
+            return recorded[1]
+    kept = _UNRECORDED.get() if call_key is not None else None
+    answer = kept.take(call_key) if kept is not None and call_key is not None else None
+    if answer is None:
+        answer = await _ask(model, prompt)
+    elif call_key is not None:
+        log.info("%s: the answer paid for in an earlier attempt, recorded now", call_key)
+    if kept is not None and call_key is not None:
+        kept.keep(call_key, answer)
+    values = {"run_id": run_id, "step": step, "prompt": prompt, "response": Jsonb(answer)}
+    row = await insert_once(conn, "model_calls", values, call_key, ["id", "response"])
+    if kept is not None and call_key is not None:
+        kept.recorded(call_key)
+    return row[1]
+
+
 async def call_model(
     conn: psycopg.AsyncConnection,
     model: Model,
@@ -252,40 +382,14 @@ async def call_model(
 
     With a key, call n is recorded under `key` (n = 1) or `key#n`, and an answer already
     recorded under that key is used instead of calling the model: a retried step pays for no
-    call twice, a malformed or refused one included.
+    call twice, a malformed or refused one included. An answer whose record failed is kept for
+    the step's next attempt in this process, when its engine lends it `UnrecordedAnswers`.
     """
     for n in range(1, MODEL_CALLS_PER_STEP + 1):
         call_key = None if key is None else key if n == 1 else f"{key}#{n}"
-        recorded = (
-            None
-            if call_key is None
-            else await find_by_key(conn, "model_calls", call_key, ["id", "response"])
+        response = await _answer(
+            conn, model, run_id=run_id, step=step, prompt=prompt, call_key=call_key
         )
-        if recorded is not None:
-            call_id, response = recorded
-            log_effect(
-                EffectEvent.DUPLICATE_REFUSED,
-                "model_calls",
-                call_key,
-                call_id,
-                run_id=run_id,
-                how="the recorded answer, not a new call",
-            )
-        else:
-            raw = await model.complete(prompt)
-            why = unkeepable(raw, max_answer_bytes())
-            answer: object
-            if why is not None:
-                answer = {REFUSED: why}
-            else:
-                raw = redact(raw)  # a model that echoes a configured key does not keep it
-                try:
-                    answer = json.loads(raw)
-                except json.JSONDecodeError:
-                    answer = {"unparsed": raw}
-            values = {"run_id": run_id, "step": step, "prompt": prompt, "response": Jsonb(answer)}
-            row = await insert_once(conn, "model_calls", values, call_key, ["id", "response"])
-            response = row[1]
         if isinstance(response, dict) and set(response) == {REFUSED}:
             raise ModelAnswerRefused(
                 f"step {step} ({prompt_task(prompt)}): the model's answer is refused: "

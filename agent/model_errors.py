@@ -22,3 +22,8 @@ class ModelAnswerRefused(AgentError):
     """The model answered with something we cannot keep: over the size cap, or what Postgres's
     `jsonb` refuses (a NUL, a lone surrogate, a non-finite number). Asking again would pay again
     for an answer refused again, so the step fails after one paid call."""
+
+
+class AnswerTooLarge(AgentError):
+    """The model's answer grew past the size cap while it was being read: it was not read to its
+    end (nor held in memory), and is refused like any answer we cannot keep."""

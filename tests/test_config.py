@@ -174,17 +174,31 @@ PANTRY = PantryReport(have=["milk"], missing=["eggs", "rice", "cheese", "coffee"
         ([("caviar", 1)], "the model chose 'caviar', which the pantry did not report missing"),
         ([("truffles", 1)], "the model chose 'truffles', which is not on the price list"),
         ([("milk", 1)], "the model chose 'milk', which the pantry did not report missing"),
-        ([("eggs", 7)], "7 x eggs; at most 6 of an item"),
-        ([("eggs", 4), ("eggs", 3)], "7 x eggs; at most 6 of an item"),  # summed over lines
+        ([("eggs", 7)], "7 x 'eggs'; at most 6 of an item"),
+        ([("eggs", 4), ("eggs", 3)], "7 x 'eggs'; at most 6 of an item"),  # summed over lines
+        # A look-alike letter (Cyrillic i) is shown as its escape, never as the item it imitates.
+        ([("m\u0456lk", 1)], "the model chose 'm\\u0456lk', which the pantry did not report"),
         ([("coffee", 5), ("cheese", 1)], "would cost 50.44, over the household's budget of 45.00"),
     ],
 )
 def test_a_guardrail_names_what_is_wrong(lines: list[tuple[str, int]], message: str) -> None:
     choice = Choice(lines=[OrderLine(item=i, quantity=q) for i, q in lines])
-    with pytest.raises(GuardrailViolation, match=message):
+    with pytest.raises(GuardrailViolation, match=re.escape(message)):
         check_choice(PANTRY, choice)
 
 
 def test_a_choice_within_the_guardrails_passes() -> None:
     check_choice(PANTRY, Choice(lines=[OrderLine(item="eggs", quantity=6),
                                        OrderLine(item="rice", quantity=2)]))  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["GROCER_HEADER_TIMEOUT_S", "GROCER_BODY_TIMEOUT_S"])
+@pytest.mark.parametrize("raw", ["1e-9", "0", "nan", "301"])
+def test_the_grocers_timeouts_are_ones_a_request_can_meet(
+    monkeypatch: pytest.MonkeyPatch, name: str, raw: str
+) -> None:
+    from grocer.listener import HttpLimits
+
+    monkeypatch.setenv(name, raw)
+    with pytest.raises(ConfigError, match=re.escape(f"{name}='{raw}'")):
+        HttpLimits.from_env()

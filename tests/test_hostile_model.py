@@ -39,8 +39,13 @@ REFUSED = [
     ("NUL", "summarise", "Done.\x00", "a NUL character"),
     ("escaped NUL", "summarise", '{"text": "Done.\\u0000"}', "a NUL character (escaped)"),
     ("lone surrogate", "summarise", '{"text": "Done \\ud800"}', "a lone surrogate (escaped)"),
-    ("3 MB", "summarise", json.dumps({"text": "x" * 3_000_000}),
-     "it is 3000012 bytes, over MODEL_MAX_ANSWER_BYTES=65536"),
+    ("100 kB", "summarise", json.dumps({"text": "x" * 100_000}),
+     "it is 100012 bytes, over MODEL_MAX_ANSWER_BYTES=65536"),
+    ("30 MB, cut off as it streams", "summarise", json.dumps({"text": "x" * 30_000_000}),
+     "its response passed 458752 bytes, more than an answer of MODEL_MAX_ANSWER_BYTES=65536 "
+     "takes, and was cut off there"),
+    ("nested 3000 deep", "plan", "[" * 3000 + "]" * 3000, "it nests 3000 deep, over 32"),
+    ("nested, unclosed", "choose", '{"lines": ' + "[{" * 2000, "it nests 4001 deep, over 32"),
     ("caviar", "plan", '{"staples": ["caviar"], "note": "treat yourself"}',
      "the model chose 'caviar', which is not on the price list"),
 ]  # fmt: skip
