@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from grocer.accounts import Accounts
 from grocer.faults import BadFault, Faults
-from grocer.listener import LIMITS, HttpLimits, read_body
+from grocer.listener import LIMITS, HttpLimits, prove, read_body
 from grocer.store import (
     MAX_KEY_CHARS,
     MAX_REFERENCE_CHARS,
@@ -73,7 +73,9 @@ async def _authenticate(request: web.Request, handler: Handler) -> web.StreamRes
     if account is None:
         response = _error(401, "missing or wrong API key (Authorization: Bearer KEY)")
         response.headers["WWW-Authenticate"] = "Bearer"
+        response.force_close()  # a client without a key holds no connection
         return response
+    prove(request)
     request[ACCOUNT] = account
     return await handler(request)
 

@@ -5,8 +5,12 @@
   it. This is aiohttp's keep-alive timer, which runs from the connection's start and is not
   reset by data.
 - **Bodies**: a handler reads its body within GROCER_BODY_TIMEOUT_S (`read_body`), else 408.
-- **Connections**: at most GROCER_MAX_CONNECTIONS open at once; one more is answered 503 (JSON,
-  `Retry-After`) and closed, which the agent retries.
+- **Connections**: at most GROCER_MAX_CONNECTIONS open at once. When one more comes, the oldest
+  open connection that has made no request with a valid key and is not serving one is answered
+  503 (JSON, `Retry-After`) and closed to make room; if every open connection has proven its key
+  (or is busy), the newcomer is answered 503 and closed. The agent retries a 503. A request
+  without a valid key is answered 401 and its connection closed: clients without a key cannot
+  hold the connections real ones need.
 - **Broken requests**: what aiohttp's parser refuses (not HTTP, a line too long, a bad header)
   is answered with a JSON error that echoes nothing of the request, and logged as one line; a
   client that hangs up is one line too, never a traceback.
@@ -30,6 +34,9 @@ from infra.errors import first_line
 log = logging.getLogger("grocer.http")
 
 
+MIN_TIMEOUT_S = 0.1
+
+
 @dataclass(frozen=True)
 class HttpLimits:
     header_timeout_s: float = 10.0
@@ -38,15 +45,18 @@ class HttpLimits:
 
     @classmethod
     def from_env(cls) -> HttpLimits:
-        """GROCER_HEADER_TIMEOUT_S, GROCER_BODY_TIMEOUT_S (more than 0, at most 300) and
-        GROCER_MAX_CONNECTIONS (1-10000); a bad value is one line."""
+        """GROCER_HEADER_TIMEOUT_S, GROCER_BODY_TIMEOUT_S (0.1 to 300: less answers no request
+        on a loaded machine) and GROCER_MAX_CONNECTIONS (1-10000); a bad value is one line."""
         defaults = cls()
         return cls(
             header_timeout_s=env_number(
-                "GROCER_HEADER_TIMEOUT_S", defaults.header_timeout_s, positive=True, maximum=300
+                "GROCER_HEADER_TIMEOUT_S",
+                defaults.header_timeout_s,
+                minimum=MIN_TIMEOUT_S,
+                maximum=300,
             ),
             body_timeout_s=env_number(
-                "GROCER_BODY_TIMEOUT_S", defaults.body_timeout_s, positive=True, maximum=300
+                "GROCER_BODY_TIMEOUT_S", defaults.body_timeout_s, minimum=MIN_TIMEOUT_S, maximum=300
             ),
             max_connections=int(
                 env_number(
@@ -91,11 +101,29 @@ def _reason(exc: BaseException) -> str:
 
 class _Handler(web.RequestHandler):
     """aiohttp's connection handler, answering what its parser refuses as JSON, and telling
-    the listener when its connection is gone."""
+    the listener when its connection is gone; `proven` once a request on it carried a valid
+    key."""
 
     def __init__(self, *args: Any, gone: Callable[[_Handler], None], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._gone = gone
+        self.proven = False
+
+    def evictable(self) -> bool:
+        """Connected (a burst of connections is made before any is connected: closing one then
+        would leave it open for good), neither proven nor serving a request (aiohttp's own flag;
+        True while one runs)."""
+        return (
+            self.transport is not None
+            and not self.proven
+            and not getattr(self, "_request_in_progress", True)
+        )
+
+    def evict(self) -> None:
+        """Answer 503 and close: its place goes to a newer connection."""
+        if self.transport is not None:
+            self.transport.write(_Busy.ANSWER)
+        self.force_close()
 
     def connection_lost(self, exc: BaseException | None) -> None:
         super().connection_lost(exc)
@@ -148,8 +176,8 @@ async def listen(runner: web.AppRunner, host: str, port: int, limits: HttpLimits
     assert server is not None, "runner.setup() first"
     loop = asyncio.get_running_loop()
     # Counted here, not from the server's list: a burst of connections is accepted before any
-    # of them is registered there.
-    open_now: set[_Handler] = set()
+    # of them is registered there. Oldest first (a dict keeps its insertion order).
+    open_now: dict[_Handler, None] = {}
     busy = 0
 
     def connection() -> asyncio.Protocol:
@@ -162,16 +190,26 @@ async def listen(runner: web.AppRunner, host: str, port: int, limits: HttpLimits
                     len(open_now),
                     busy,
                 )
-            return _Busy()
+            oldest = next((h for h in open_now if h.evictable()), None)
+            if oldest is None:
+                return _Busy()
+            del open_now[oldest]
+            oldest.evict()
         handler = _Handler(
             server,
             loop=loop,
             keepalive_timeout=limits.header_timeout_s,
             access_log=None,  # no access log, as AppRunner(access_log=None)
             logger=_SERVER_LOG,
-            gone=open_now.discard,
+            gone=lambda gone: open_now.pop(gone, None),
         )
-        open_now.add(handler)
+        open_now[handler] = None
         return handler
 
     return await loop.create_server(connection, host, port, reuse_address=True)
+
+
+def prove(request: web.Request) -> None:
+    """The request carried a valid key: its connection is no longer the first to make room."""
+    if isinstance(request.protocol, _Handler):
+        request.protocol.proven = True
