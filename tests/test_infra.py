@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -15,7 +16,7 @@ import psycopg
 import pytest
 
 from infra.embedded_postgres import socket_dir
-from tests.helpers import run_python
+from tests.helpers import ROOT, run_python
 
 START = ["-m", "tests.programs.start_postgres"]
 
@@ -64,14 +65,21 @@ def test_a_killed_embedded_postgres_is_recovered(tmp_path: Path) -> None:
 def test_a_socket_outside_the_data_directory_is_the_servers_alone(tmp_path: Path) -> None:
     """A DATA_DIR too long for a Unix socket path: the library puts the socket in a runtime
     folder it makes 0777, and with trust authentication any local user could connect. The
-    folder ends up 0700 and the server's own; a nobody cannot even list it; we still connect."""
+    folder ends up 0700 and the server's own; a nobody cannot even list it; we still connect.
+    The socket file itself is 0700 from the moment the server makes it (no window while the
+    folder is still 0777), and a command that finds the folder left 0777 (one killed mid-start)
+    makes it private again."""
     data = tmp_path / ("d" * 110)
     url = start_embedded(data)
     try:
         where = socket_dir(data / "pg")
         assert where is not None and where != data / "pg", where  # the long-path case
+        [sock] = where.glob(".s.PGSQL.*[0-9]")
+        assert stat.S_IMODE(sock.stat().st_mode) == 0o700, oct(sock.stat().st_mode)
+        where.chmod(0o777)  # what a start SIGKILLed before its chmod leaves
+        assert start_embedded(data) == url  # the next command reuses the server...
         mode = where.stat()
-        assert stat.S_IMODE(mode.st_mode) == 0o700, oct(mode.st_mode)
+        assert stat.S_IMODE(mode.st_mode) == 0o700, oct(mode.st_mode)  # ...and closes it
         assert mode.st_uid == (data / "pg").stat().st_uid
         with psycopg.connect(url, autocommit=True) as conn:
             assert conn.execute("select 1").fetchone() == (1,)
@@ -121,3 +129,20 @@ def test_every_dev_server_gets_the_same_tuning() -> None:
     assert temporal_server.dev_server_command(binary, db_file=db) == dev_server_command(
         binary, db_file=db
     )
+
+
+def test_every_connection_error_is_told_alike() -> None:
+    """The product's Temporal client and crashtest's say the same line for the same connection
+    error, with the same verdict on retrying: the two tables are copies (for the reason above),
+    read here as the literals they are (a test outside crashtest imports only its public face)."""
+
+    def reasons(path: Path) -> object:
+        [table] = [
+            node.value
+            for node in ast.parse(path.read_text()).body
+            if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "_REASONS"
+        ]
+        return ast.literal_eval(table)
+
+    crashtest = ROOT / "crashtest" / "src" / "temporal_crashtest" / "_connect.py"
+    assert reasons(ROOT / "infra" / "temporal_client.py") == reasons(crashtest)
