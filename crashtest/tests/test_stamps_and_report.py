@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from temporal_crashtest._errors import CrashPointError
+from temporal_crashtest._history import Tree
 from temporal_crashtest._interceptor import (
     ROOT_SCOPE,
     CrashSite,
@@ -13,13 +16,21 @@ from temporal_crashtest._interceptor import (
     encode,
     next_run,
 )
+from temporal_crashtest._model import Reference
 from temporal_crashtest._points import Moment
 from temporal_crashtest._report import differences, short
 from temporalio.api.common.v1 import Payload
 
 
 def test_a_stamp_travels_in_a_header_and_back() -> None:
-    stamp = Stamp("order-1", ROOT_SCOPE, 4, "place_order", local=False, occurrence=1)
+    stamp = Stamp(
+        root="order-1",
+        scope=ROOT_SCOPE,
+        position=4,
+        activity="place_order",
+        local=False,
+        occurrence=1,
+    )
     assert decode_stamp(encode(stamp.__dict__)) == stamp
     assert decode_stamp(None) is None
     assert decode_stamp(Payload(data=b"not json")) is None
@@ -27,8 +38,11 @@ def test_a_stamp_travels_in_a_header_and_back() -> None:
 
 
 def test_a_stamp_names_its_boundary() -> None:
-    assert Stamp("w", ROOT_SCOPE, 4, "place_order", False).label() == "activity 4 (place_order)"
-    child = Stamp("w", "ChargeChild@1", 1, "charge", True)
+    assert (
+        Stamp(root="w", scope=ROOT_SCOPE, position=4, activity="place_order", local=False).label()
+        == "activity 4 (place_order)"
+    )
+    child = Stamp(root="w", scope="ChargeChild@1", position=1, activity="charge", local=True)
     assert child.label() == "ChargeChild@1 activity 1 (charge local)"
 
 
@@ -43,15 +57,19 @@ def test_a_scope_header_and_the_next_run_of_a_chain() -> None:
 def test_a_crash_site_finds_its_stamp_by_position_or_type() -> None:
     by_position = CrashSite.parse("after-effect:4")
     assert (by_position.moment, by_position.position) == (Moment.AFTER_EFFECT, 4)
-    place = Stamp("w", ROOT_SCOPE, 4, "place_order", False)
-    second_charge = Stamp("w", ROOT_SCOPE, 3, "charge", False, occurrence=2)
+    place = Stamp(root="w", scope=ROOT_SCOPE, position=4, activity="place_order", local=False)
+    second_charge = Stamp(
+        root="w", scope=ROOT_SCOPE, position=3, activity="charge", local=False, occurrence=2
+    )
     assert by_position.names(place) and not by_position.names(second_charge)
     by_type = CrashSite.parse("after-checkpoint:charge#2")
     assert (by_type.activity, by_type.occurrence) == ("charge", 2)
     assert by_type.names(second_charge) and not by_type.names(place)
     assert str(by_type) == "after-checkpoint:charge#2"
     assert CrashSite.parse(by_type.to_text()) == by_type  # how the runner hands it to a worker
-    elsewhere = Stamp("w", "ChargeChild@1", 4, "place_order", False)
+    elsewhere = Stamp(
+        root="w", scope="ChargeChild@1", position=4, activity="place_order", local=False
+    )
     assert not by_position.names(elsewhere)  # another run of the tree
 
 
@@ -95,3 +113,20 @@ def test_a_failure_names_its_likely_cause() -> None:
         "(a --plugin or --data-converter missing?)"
     )
     assert with_likely_cause("card declined") == "card declined"
+
+
+def test_a_deploy_cell_may_end_as_either_version() -> None:
+    """A deploy test's crashed run matches the old version's run without a crash or the new
+    one's; neither: both differences are said."""
+    old = Reference({"effects": ["charge"]}, Tree(runs=[]))
+    new = Reference({"effects": ["charge", "notice"]}, Tree(runs=[]))
+    deploy = replace(old, deployed=new)
+    assert deploy.differs("completed", {"effects": ["charge"]}) is None
+    assert deploy.differs("completed", {"effects": ["charge", "notice"]}) is None
+    assert old.differs("completed", {"effects": ["charge", "notice"]}) is not None
+    both = deploy.differs("completed", {"effects": ["charge", "charge"]})
+    assert both is not None and both.startswith("old version: ") and "; new version: " in both
+    assert deploy.differs("failed", {"effects": ["charge"]}) == (
+        "old version: the run failed; without a crash it completed; "
+        "new version: the run failed; without a crash it completed"
+    )

