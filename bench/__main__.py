@@ -167,6 +167,63 @@ async def crashtests(args: argparse.Namespace) -> int:
     return 0
 
 
+async def temporal_figures(
+    temporal_n: int, recoveries: int, runs: int, log_dir: Path
+) -> tuple[dict[str, BaseModel], dict[str, float], dict[str, float]]:
+    """Temporal's figures (a step, the agent, recovery, throughput) and DBOS's recovery, with
+    where a Temporal step's time goes (the server's event times) and as the SDK saw it."""
+    figures: dict[str, BaseModel] = {}
+    runtime, metrics_url = runtime_with_metrics()
+    client = await connect_temporal(runtime=runtime)
+    pool = await open_pool(ensure_database_url())
+    try:
+        progress(f"Temporal: step overhead and the grocery agent (n={temporal_n})")
+        temporal, legs = await measure_temporal(client, pool, temporal_n)
+        figures.update(temporal)
+        sdk_view = mean_latencies_ms(metrics_url)
+    finally:
+        await pool.close()
+    env = dict(
+        without_crash_at(os.environ),
+        DATABASE_URL=ensure_database_url(),
+        TEMPORAL_ADDRESS=ensure_temporal_address(),
+    )
+    procs = Processes(log_dir, env, cwd=PROJECT_ROOT)
+    try:
+        progress(f"recovery: {recoveries} workers SIGKILLed in the order activity")
+        figures["recovery: new worker start -> run completed"] = await measure_recovery(
+            client, procs, recoveries
+        )
+        progress(f"DBOS recovery: {recoveries} processes SIGKILLed in the order step")
+        figures["recovery: dbos process start -> run completed"] = await measure_dbos_recovery(
+            procs, recoveries
+        )
+        progress(f"Temporal throughput: {runs} runs at once on one worker")
+        figures["throughput: temporal"] = await temporal_throughput(client, procs, runs)
+    finally:
+        procs.kill_all()
+    return figures, legs, sdk_view
+
+
+def print_summary(
+    figures: dict[str, BaseModel], legs: dict[str, float], sdk_view: dict[str, float]
+) -> None:
+    """The figures' table, each save against the floor, and where a Temporal step's time goes."""
+    print_table(figures)
+    floor = "bare INSERT commit (floor)"
+    print(f"\ncheckpoint save / floor: {ratio(figures, 'journal checkpoint save', floor)}")
+    print(f"seed method / floor:     {ratio(figures, 'seed method save (SELECT + INSERT)', floor)}")
+    print(f"dbos step / floor:       {ratio(figures, 'dbos step (output recorded)', floor)}")
+    print(f"temporal step / floor:   {ratio(figures, 'temporal step (activity)', floor)}")
+    if legs:
+        print("\nwhere a Temporal step's time goes (median ms, from the server's event times):")
+        for leg, ms in legs.items():
+            print(f"  {leg:<62} {ms:8.3f}")
+        print("as the SDK saw it (mean ms per task or call, all bench workflows; its metrics):")
+        for leg, ms in sdk_view.items():
+            print(f"  {leg:<62} {ms:8.2f}")
+
+
 async def main(args: argparse.Namespace) -> int:
     # A line per effect of thousands of benchmark runs would bury the progress lines.
     logging.getLogger(EFFECTS_LOGGER).setLevel(logging.WARNING)
@@ -193,49 +250,9 @@ async def main(args: argparse.Namespace) -> int:
     progress(f"DBOS: step, grocery run (n={temporal_n}), throughput ({runs} runs, 10 at a time)")
     figures.update(await dbos_figures_in_child(n, temporal_n, runs, 10))
     if not args.postgres_only:
-        runtime, metrics_url = runtime_with_metrics()
-        client = await connect_temporal(runtime=runtime)
-        pool = await open_pool(ensure_database_url())
-        try:
-            progress(f"Temporal: step overhead and the grocery agent (n={temporal_n})")
-            temporal, legs = await measure_temporal(client, pool, temporal_n)
-            figures.update(temporal)
-            sdk_view = mean_latencies_ms(metrics_url)
-        finally:
-            await pool.close()
-        env = dict(
-            without_crash_at(os.environ),
-            DATABASE_URL=ensure_database_url(),
-            TEMPORAL_ADDRESS=ensure_temporal_address(),
-        )
-        procs = Processes(log_dir, env, cwd=PROJECT_ROOT)
-        try:
-            progress(f"recovery: {recoveries} workers SIGKILLed in the order activity")
-            figures["recovery: new worker start -> run completed"] = await measure_recovery(
-                client, procs, recoveries
-            )
-            progress(f"DBOS recovery: {recoveries} processes SIGKILLed in the order step")
-            figures["recovery: dbos process start -> run completed"] = await measure_dbos_recovery(
-                procs, recoveries
-            )
-            progress(f"Temporal throughput: {runs} runs at once on one worker")
-            figures["throughput: temporal"] = await temporal_throughput(client, procs, runs)
-        finally:
-            procs.kill_all()
-
-    print_table(figures)
-    floor = "bare INSERT commit (floor)"
-    print(f"\ncheckpoint save / floor: {ratio(figures, 'journal checkpoint save', floor)}")
-    print(f"seed method / floor:     {ratio(figures, 'seed method save (SELECT + INSERT)', floor)}")
-    print(f"dbos step / floor:       {ratio(figures, 'dbos step (output recorded)', floor)}")
-    print(f"temporal step / floor:   {ratio(figures, 'temporal step (activity)', floor)}")
-    if legs:
-        print("\nwhere a Temporal step's time goes (median ms, from the server's event times):")
-        for leg, ms in legs.items():
-            print(f"  {leg:<62} {ms:8.3f}")
-        print("as the SDK saw it (mean ms per task or call, all bench workflows; its metrics):")
-        for leg, ms in sdk_view.items():
-            print(f"  {leg:<62} {ms:8.2f}")
+        temporal, legs, sdk_view = await temporal_figures(temporal_n, recoveries, runs, log_dir)
+        figures.update(temporal)
+    print_summary(figures, legs, sdk_view)
     if args.json:
         out = {name: fig.model_dump(exclude_none=True) for name, fig in figures.items()}
         args.json.write_text(json.dumps(out, indent=2) + "\n")

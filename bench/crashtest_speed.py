@@ -159,10 +159,18 @@ async def _one(
     cpu, requests = _cpu_s(server.pid), requests_by_operation(server.metrics_url)
     started = time.perf_counter()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "temporal_crashtest", "run", *args, "--json", str(json_path),
-        cwd=PROJECT_ROOT, env=env,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        sys.executable,
+        "-m",
+        "temporal_crashtest",
+        "run",
+        *args,
+        "--json",
+        str(json_path),
+        cwd=PROJECT_ROOT,
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
     _, err = await proc.communicate()
     seconds = time.perf_counter() - started
     report = _report(json_path)
@@ -223,8 +231,21 @@ async def measure(
 
 
 def table(timings: list[Timing]) -> str:
-    head = ["crash test", "mode", "bounds", "points", "failing", "groups", "runs", "median s",
-            "p99 s", "n", "s/point", "server CPU s", "requests: tool / workers"]  # fmt: skip
+    head = [
+        "crash test",
+        "mode",
+        "bounds",
+        "points",
+        "failing",
+        "groups",
+        "runs",
+        "median s",
+        "p99 s",
+        "n",
+        "s/point",
+        "server CPU s",
+        "requests: tool / workers",
+    ]
     rows = [_row(t) for t in timings]
     return render(head, rows)
 

@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from pathlib import Path
 
 import psycopg
 from psycopg import sql
@@ -195,20 +196,12 @@ async def _in_flight(client: Client, runs: int) -> Figure:
 async def temporal_scale(
     levels: list[int], in_flight: list[int], n: int, recoveries: int, say: Say
 ) -> tuple[list[Level], list[InFlight]]:
+    """A step, a recovery and a timer's lateness on a server whose history holds each of
+    `levels` completed runs, each in turn with an empty server; then steps with runs in
+    flight."""
     root = data_dir() / "bench-scale"
     shutil.rmtree(root, ignore_errors=True)  # the last scale run's servers
-    sides = []
-    for name in ("empty", "filled"):
-        folder = root / name
-        folder.mkdir(parents=True)
-        server = LabTemporal(folder)
-        env = dict(
-            without_crash_at(os.environ),
-            DATABASE_URL=ensure_database_url(),
-            TEMPORAL_ADDRESS=server.address,
-        )
-        sides.append(Side(server, Processes(folder / "logs", env, cwd=PROJECT_ROOT)))
-    empty, filled = sides
+    empty, filled = (_side(root / name) for name in ("empty", "filled"))
     filler = LabTemporal(
         root / "filled", port=filled.server.port, extra_flags=("--sqlite-pragma", "synchronous=off")
     )
@@ -228,37 +221,53 @@ async def temporal_scale(
                 count = level
             await filled.start()
             say(f"measuring at {count} completed runs, in turn with an empty server")
-            pair = (empty, filled)
-
-            async def recovery(side: Side) -> int:
-                return (await recovery_samples(side.c, side.procs, 1))[0]
-
-            # The quiet figures first: the others leave work behind for the servers.
-            rec = await _in_turn(pair, recoveries, recovery)
-            async with _worker(empty.c), _worker(filled.c):
-                late = await _in_turn(pair, n, lambda side: _timer_sample(side.c))
-                step = await _in_turn(pair, n, lambda side: _step_sample(side.c))
-            size = sum(p.stat().st_size for p in (root / "filled").glob("temporal.db*"))
-            results.append(
-                Level(
-                    completed_runs=count,
-                    step=step,
-                    recovery=rec,
-                    timer_late=late,
-                    database_mb=round(size / 2**20, 1),
-                )
-            )
+            results.append(await _level(empty, filled, count, n, recoveries))
             await filled.server.stop()
         async with _worker(empty.c):
             for runs in in_flight:
                 say(f"{runs} runs in flight")
                 flights.append(InFlight(runs=runs, step=await _in_flight(empty.c, runs)))
     finally:
-        for side in sides:
+        for side in (empty, filled):
             side.procs.kill_all()
             await side.server.stop()
         await filler.stop()
     return results, flights
+
+
+def _side(folder: Path) -> Side:
+    """A server of its own in `folder`, with the processes its recoveries start."""
+    folder.mkdir(parents=True)
+    server = LabTemporal(folder)
+    env = dict(
+        without_crash_at(os.environ),
+        DATABASE_URL=ensure_database_url(),
+        TEMPORAL_ADDRESS=server.address,
+    )
+    return Side(server, Processes(folder / "logs", env, cwd=PROJECT_ROOT))
+
+
+async def _level(empty: Side, filled: Side, count: int, n: int, recoveries: int) -> Level:
+    """The figures at one level, `filled` (holding `count` completed runs) in turn with
+    `empty`."""
+    pair = (empty, filled)
+
+    async def recovery(side: Side) -> int:
+        return (await recovery_samples(side.c, side.procs, 1))[0]
+
+    # The quiet figures first: the others leave work behind for the servers.
+    rec = await _in_turn(pair, recoveries, recovery)
+    async with _worker(empty.c), _worker(filled.c):
+        late = await _in_turn(pair, n, lambda side: _timer_sample(side.c))
+        step = await _in_turn(pair, n, lambda side: _step_sample(side.c))
+    size = sum(p.stat().st_size for p in filled.server.folder.glob("temporal.db*"))
+    return Level(
+        completed_runs=count,
+        step=step,
+        recovery=rec,
+        timer_late=late,
+        database_mb=round(size / 2**20, 1),
+    )
 
 
 async def journal_scale(rows: list[int], n: int, say: Say) -> list[JournalAt]:

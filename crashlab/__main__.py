@@ -7,7 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from crashlab.cells import all_cells, select_cells
+from crashlab.cells import select_cells
+from crashlab.engines import ALL, CHAOS_DEFAULT, ENGINES, all_cells, engine_named
 from crashlab.matrix import matrix_jobs, run_matrix
 from infra.cli import run_main
 
@@ -20,7 +21,7 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m crashlab", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     matrix = sub.add_parser("matrix", help="every design at every crash point")
-    matrix.add_argument("--engine", choices=["journal", "temporal", "dbos", "all"], default="all")
+    matrix.add_argument("--engine", choices=[*ENGINES, ALL], default=ALL)
     matrix.add_argument("--json", type=Path, help="write the cells as JSON here")
     matrix.add_argument("--markdown", type=Path, help="write the table as Markdown here")
     matrix.add_argument("--jobs", type=int, default=matrix_jobs(), help="cells run at once")
@@ -28,12 +29,11 @@ def parse_args() -> argparse.Namespace:
     matrix.add_argument("--crash-points", help="only these crash points, comma-separated")
     sub.add_parser("demo", help="the narrated demo: kill a worker after the order, watch it heal")
     chaos = sub.add_parser("chaos", help="many runs through random kills and server restarts")
-    chaos.add_argument("--engine", choices=["temporal", "journal", "dbos"], default="temporal")
-    chaos.add_argument(
-        "--design",
-        help="key strategy (temporal, default workflow), journal design (default durable) or "
-        "DBOS design (keyed, the default, or none)",
+    chaos.add_argument("--engine", choices=list(ENGINES), default=CHAOS_DEFAULT)
+    designs = "; ".join(
+        f"{e.name}: {', '.join(e.designs)} (default {e.default_design})" for e in ENGINES.values()
     )
+    chaos.add_argument("--design", help=f"the engine's design ({designs})")
     chaos.add_argument("--runs", type=int, default=200, help="runs started at once (200)")
     chaos.add_argument("--workers", type=int, default=3, help="worker processes (3)")
     chaos.add_argument("--kills", type=int, default=20, help="workers SIGKILLed (20)")
@@ -59,18 +59,9 @@ def parse_args() -> argparse.Namespace:
 
 async def chaos(args: argparse.Namespace) -> int:
     from crashlab.chaos import ChaosOptions, run_chaos
-    from journal.engine import Design
 
-    if args.engine == "journal":
-        design = Design.parse(args.design or "durable").value
-    elif args.engine == "dbos":
-        from dbos_agent.agent import KeyDesign
-
-        design = KeyDesign.parse(args.design or "keyed").value
-    else:
-        from activities.grocery import KeyStrategy
-
-        design = KeyStrategy.parse(args.design or "workflow").value
+    engine = engine_named(args.engine)
+    design = engine.parse_design(args.design or engine.default_design)
     report = await run_chaos(
         ChaosOptions(
             engine=args.engine,

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel
 
 from agent.steps import STEP_NAMES, STEPS, Effect
 from infra.errors import ConfigError
 from journal.crash_points import StepCrashPoint, StepMoment
-
-Engine = Literal["journal", "temporal", "dbos"]
 
 JOURNAL_DESIGNS = ("naive", "checkpoint", "durable", "transactional")
 TEMPORAL_DESIGNS = ("none", "run", "workflow")  # the Temporal key strategies
@@ -39,7 +35,7 @@ EFFECT_STEPS = frozenset(step.number for step in STEPS if step.effect is not Eff
 
 
 class MatrixCell(BaseModel, frozen=True):
-    engine: Engine
+    engine: str  # a name in crashlab.engines.ENGINES
     design: str
     crash_at: str
 
@@ -65,7 +61,7 @@ class MatrixCell(BaseModel, frozen=True):
 
 
 class MatrixResult(BaseModel):
-    engine: Engine
+    engine: str
     design: str
     crash_at: str
     model_calls: int
@@ -83,34 +79,6 @@ class MatrixResult(BaseModel):
     @property
     def counts(self) -> str:
         return f"{self.model_calls}/{self.orders}/{self.emails}"
-
-
-def all_cells(engine: Literal["journal", "temporal", "dbos", "all"]) -> list[MatrixCell]:
-    cells: list[MatrixCell] = []
-    if engine in ("journal", "all"):
-        cells += [
-            MatrixCell(engine="journal", design=d, crash_at=c)
-            for d in JOURNAL_DESIGNS
-            for c in CRASH_POINTS
-        ]
-    if engine in ("temporal", "all"):
-        cells += [
-            MatrixCell(engine="temporal", design=d, crash_at=c)
-            for d in TEMPORAL_DESIGNS
-            for c in (*CRASH_POINTS, RESET)
-        ]
-        cells += [
-            MatrixCell(engine="temporal", design=d, crash_at=row)
-            for row in GROCER_ROWS
-            for d in ("workflow", UNCHECKED)
-        ]
-    if engine in ("dbos", "all"):
-        cells += [
-            MatrixCell(engine="dbos", design=d, crash_at=c)
-            for d in DBOS_DESIGNS
-            for c in CRASH_POINTS
-        ]
-    return cells
 
 
 def select_cells(

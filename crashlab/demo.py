@@ -24,7 +24,8 @@ from temporalio.client import Client
 from agent.data import EXAMPLE_WEEK
 from agent.outcome import read_run_state
 from agent.steps import PLACE_ORDER
-from crashlab.cells import RESET, all_cells, select_cells
+from crashlab.cells import RESET, select_cells
+from crashlab.engines import all_cells
 from crashlab.lab import crashing_worker
 from crashlab.matrix import run_matrix
 from infra.config import PROJECT_ROOT, data_dir

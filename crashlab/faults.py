@@ -31,7 +31,7 @@ class ChaosFault(StrEnum):
     TEMPORAL_RESTART = "temporal_restart"
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Injected:
     fault: ChaosFault
     at: float  # wall clock (time.time()), comparable with the servers' timestamps
@@ -49,7 +49,7 @@ def next_gap(seconds_left: float | None, faults_left: int, rng: random.Random) -
     return max(mean * rng.uniform(0.5, 1.5), MIN_GAP_S)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class FaultInjector:
     rng: random.Random
     budget: dict[ChaosFault, int]
@@ -101,7 +101,9 @@ class FaultInjector:
                     return
                 await asyncio.sleep(WAIT_FOR_A_VICTIM_S)
                 killed = self.fleet.kill_one(self.rng)
-            self.injected.append(Injected(fault, time.time(), killed[0], log_name=killed[1]))
+            self.injected.append(
+                Injected(fault=fault, at=time.time(), pid=killed[0], log_name=killed[1])
+            )
             log.info("chaos: SIGKILL %s (pid %d)", killed[1], killed[0])
             return
         at = time.time()
@@ -112,5 +114,5 @@ class FaultInjector:
         await asyncio.sleep(self.rng.uniform(*DOWNTIME_S))  # a server takes a moment to come back
         await server.start()
         down = time.monotonic() - started
-        self.injected.append(Injected(fault, at, pid, down_s=down))
+        self.injected.append(Injected(fault=fault, at=at, pid=pid, down_s=down))
         log.info("chaos: %s (pid %d SIGKILLed, back after %.1f s)", fault, pid, down)

@@ -42,6 +42,7 @@ from crashlab.cells import (
     MatrixCell,
     MatrixResult,
 )
+from crashlab.engines import engine_named
 from crashlab.servers import LabGrocer
 from workflows.grocery import GroceryAgentWorkflow
 
@@ -129,7 +130,7 @@ def _crash_at(cell: MatrixCell) -> str:
 Progress = Callable[[MatrixResult], None]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Lab:
     """What the cells share: the processes of the journal cells (and of the lab's grocer and
     re-runs), the database, Temporal's address and a client on it, where logs go."""
@@ -151,10 +152,9 @@ class Lab:
         """The final state of a run that never crashed, on the journal or on DBOS, which every
         cell of that engine is compared with (DBOS's also makes its tables, before cells run at
         once)."""
-        design = "durable" if engine == "journal" else "keyed"
+        design = engine_named(engine).default_design
         run_id = f"lab-reference-{engine}-{uuid.uuid4().hex[:8]}"
-        cell = MatrixCell(engine="journal" if engine == "journal" else "dbos", design=design,
-                          crash_at="none")  # fmt: skip
+        cell = MatrixCell(engine=engine, design=design, crash_at="none")
         self.references[engine] = await self._process_run(cell, run_id)
 
     async def run_process_cell(self, cell: MatrixCell) -> MatrixResult:
@@ -174,29 +174,25 @@ class Lab:
 
     async def _process_run(self, cell: MatrixCell, run_id: str) -> dict[str, Any]:
         args = ["run", "--run-id", run_id, "--design", cell.design, "--household", HOUSEHOLD]
-        schema = None
-        if cell.engine == "journal":  # the journal keeps its own crash lines (CRASH_AT)
-            crashing = resuming = ["-m", "journal", *args]
-        else:  # DBOS: the lab's hook around the step functions; a DBOS application per cell
-            # (its own schema: processes on one schema share DBOS's queue of recovered work, so
-            # another cell's process could take this run and exit with it unfinished)
-            schema = f"dbos_{run_id.rsplit('-', 1)[-1]}"
-            args += ["--executor-id", run_id, "--schema", schema]
-            crashing, resuming = ["-m", "crashlab.dbos_crash", *args], ["-m", "dbos_agent", *args]
+        make = engine_named(cell.engine).process_run
+        if make is None:
+            raise CellFailed(f"{cell.engine} runs its cells as crash tests, not as processes")
+        run = make(args, run_id)
         if cell.crash_at != "none":
             code = await self.procs.run(
-                f"{run_id}-crash", crashing, PROCESS_TIMEOUT_S, CRASH_AT=cell.crash_at
+                f"{run_id}-crash", run.crashing, PROCESS_TIMEOUT_S, CRASH_AT=cell.crash_at
             )
             if code != -signal.SIGKILL:
                 raise CellFailed(f"the crashing process exited with {code}, not by SIGKILL")
-        code = await self.procs.run(run_id, resuming, PROCESS_TIMEOUT_S)
+        code = await self.procs.run(run_id, run.resuming, PROCESS_TIMEOUT_S)
         if code != 0:
             last = self.procs.last_line(run_id)
             raise CellFailed(f"the resumed process exited with {code}: {last}")
         async with self.pool.connection() as conn:
             state = (await read_run_state(conn, run_id)).comparable()
-            if schema is not None:
-                await conn.execute(sql.SQL("drop schema {} cascade").format(sql.Identifier(schema)))
+            if run.schema is not None:
+                drop = sql.SQL("drop schema {} cascade").format(sql.Identifier(run.schema))
+                await conn.execute(drop)
             return state
 
     # --- Temporal ------------------------------------------------------------------------

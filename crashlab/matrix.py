@@ -12,6 +12,7 @@ from pathlib import Path
 from temporal_crashtest import Processes
 
 from crashlab.cells import MatrixCell, MatrixResult
+from crashlab.engines import engine_named
 from crashlab.lab import Lab
 from crashlab.report import MatrixReport
 from infra.config import PROJECT_ROOT, data_dir
@@ -55,8 +56,8 @@ async def run_matrix(
     async with await connect_postgres(db_url) as conn:
         await ensure_schema(conn)
     env = dict(without_crash_at(os.environ), DATABASE_URL=db_url)
-    temporal = [c for c in cells if c.engine == "temporal"]
-    processes = [c for c in cells if c.engine in ("journal", "dbos")]
+    processes = [c for c in cells if engine_named(c.engine).process_run is not None]
+    temporal = [c for c in cells if c not in processes]  # a crash test per design
     log_dir = log_dir or data_dir() / "crashlab" / time.strftime("%Y%m%d-%H%M%S")
     procs = Processes(log_dir, env, cwd=PROJECT_ROOT)
     jobs = jobs or matrix_jobs()
@@ -68,7 +69,7 @@ async def run_matrix(
         progress(len(results), len(cells), result)
 
     try:
-        lab = Lab(procs, pool, log_dir, db_url, jobs=max(2, jobs // 2))
+        lab = Lab(procs=procs, pool=pool, log_dir=log_dir, db_url=db_url, jobs=max(2, jobs // 2))
         if temporal:
             lab.address = ensure_temporal_address()
             lab.client = await connect_temporal(lab.address)

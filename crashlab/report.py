@@ -7,19 +7,9 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from crashlab.cells import (
-    CRASH_POINTS,
-    DBOS_DESIGNS,
-    GROCER_ROWS,
-    JOURNAL_DESIGNS,
-    RESET,
-    TEMPORAL_DESIGNS,
-    UNCHECKED,
-    MatrixResult,
-)
+from crashlab.cells import GROCER_ROWS, MatrixResult
+from crashlab.engines import ENGINES
 from infra.reporting import render
-
-ENGINE_LETTER = {"journal": "J", "temporal": "T", "dbos": "D"}
 
 
 class MatrixReport(BaseModel):
@@ -35,16 +25,13 @@ class MatrixReport(BaseModel):
 
     def columns(self) -> list[tuple[str, str]]:
         present = {(c.engine, c.design) for c in self.cells}
-        order = (
-            [("journal", d) for d in JOURNAL_DESIGNS]
-            + [("temporal", d) for d in (*TEMPORAL_DESIGNS, UNCHECKED)]
-            + [("dbos", d) for d in DBOS_DESIGNS]
-        )
+        order = [(e.name, d) for e in ENGINES.values() for d in e.columns()]
         return [col for col in order if col in present]
 
     def rows(self) -> list[str]:
         present = {c.crash_at for c in self.cells}
-        return [p for p in (*CRASH_POINTS, RESET, *GROCER_ROWS) if p in present]
+        every = [row for e in ENGINES.values() for row in (*e.rows, *(r for _, r in e.more_cells))]
+        return [p for p in dict.fromkeys(every) if p in present]
 
     def _cell_text(self, engine: str, design: str, crash_at: str) -> str:
         for c in self.cells:
@@ -56,16 +43,15 @@ class MatrixReport(BaseModel):
 
     def table(self, *, markdown: bool = False) -> str:
         cols = self.columns()
-        head = ["crash at", *(f"{ENGINE_LETTER[e]} {d}" for e, d in cols)]
+        head = ["crash at", *(f"{ENGINES[e].letter} {d}" for e, d in cols)]
         body = [[row, *(self._cell_text(e, d, row) for e, d in cols)] for row in self.rows()]
         return render(head, body, markdown=markdown)
 
     def legend(self) -> str:
-        legend = (
-            "J = hand-rolled journal (design), T = Temporal (key strategy), D = DBOS (keys from "
-            "the workflow id and step id, or none). Each cell: ✓ the final "
-            "state equals a run that never crashed, ✗ it does not; then model calls/orders/emails "
-            "(no crash: 3/1/1). (!) marks a cell whose outcome is not the one its design predicts."
+        legend = ", ".join(f"{e.letter} = {e.says}" for e in ENGINES.values()) + (
+            ". Each cell: ✓ the final state equals a run that never crashed, ✗ it does not; then "
+            "model calls/orders/emails (no crash: 3/1/1). (!) marks a cell whose outcome is not "
+            "the one its design predicts."
         )
         if any(row in GROCER_ROWS for row in self.rows()):
             legend += (

@@ -1,4 +1,4 @@
-"""The grocery agent on the hand-rolled journal: six steps, one line each."""
+"""The grocery agent on the hand-rolled journal: six steps, one statement each."""
 
 from __future__ import annotations
 
@@ -18,9 +18,16 @@ async def run_agent(j: Journal, model: Model, household: str, grocer: Grocer | N
     plan = await j.step(PLAN, lambda c: steps.plan(c.conn, model, run_id, household, c.key))
     pantry = await j.step(CHECK_PANTRY, lambda c: steps.check_pantry(household, plan))
     choice = await j.step(CHOOSE, lambda c: steps.choose(c.conn, model, run_id, pantry, c.key))
-    order = await j.step(PLACE_ORDER, lambda c: steps.place_order(c.conn, run_id, choice.lines, c.key, grocer))
-    email = await j.step(SEND_CONFIRMATION, lambda c: steps.send_confirmation(c.conn, run_id, household, order, c.key))
-    return await j.step(SUMMARISE, lambda c: steps.summarise(c.conn, model, run_id, order, email, c.key))
+    order = await j.step(
+        PLACE_ORDER, lambda c: steps.place_order(c.conn, run_id, choice.lines, c.key, grocer)
+    )
+    email = await j.step(
+        SEND_CONFIRMATION,
+        lambda c: steps.send_confirmation(c.conn, run_id, household, order, c.key),
+    )
+    return await j.step(
+        SUMMARISE, lambda c: steps.summarise(c.conn, model, run_id, order, email, c.key)
+    )
 
 
 async def run_to_completion(

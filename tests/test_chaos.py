@@ -16,12 +16,12 @@ from typing import Any
 
 import psycopg
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 
 from crashlab.faults import next_gap
 from crashlab.invariants import NO_RUN, check_runs
-from crashlab.servers import LabPostgres
+from crashlab.servers import LabPostgres, LabTemporal
 from infra.db import connect_postgres
 from starter import this_week
 from tests.helpers import (
@@ -48,9 +48,20 @@ def lab_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 def chaos(tmp_path: Path, *args: str, **env: str) -> dict[str, Any]:
     out = tmp_path / "chaos.json"
     done = run_python(
-        ["-m", "crashlab", "chaos", *args, "--seed", "7", "--json", str(out)],
+        [
+            "-m",
+            "crashlab",
+            "chaos",
+            *args,
+            "--seed",
+            "7",
+            "--deadline-s",
+            "200",
+            "--json",
+            str(out),
+        ],
         lab_env(tmp_path, **env),
-        timeout=300,
+        timeout=270,  # past the deadline, a report that says which runs did not end
     )
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     assert "completed; worker kills" in done.stderr  # progress while it runs
@@ -121,6 +132,18 @@ def test_chaos_refuses_what_it_may_not_do(
     assert_one_line_error(done, message)
 
 
+async def until_started(
+    handle: WorkflowHandle[Any, Any], starter: asyncio.subprocess.Process
+) -> None:
+    """Until the starter's run is on the server: the starter now only waits."""
+    while True:
+        with contextlib.suppress(RPCError):
+            await handle.describe()
+            return
+        assert starter.returncode is None, await starter.communicate()
+        await asyncio.sleep(0.1)
+
+
 async def test_the_starter_lives_through_a_postgres_restart(
     tmp_path: Path, temporal_address: str, workers: Callable[..., WorkerProcess], client: Client
 ) -> None:
@@ -138,12 +161,7 @@ async def test_the_starter_lives_through_a_postgres_restart(
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )  # fmt: skip
         handle = client.get_workflow_handle(f"grocery-{household}-{this_week()}")
-        while True:  # the run has started: the starter now only waits
-            with contextlib.suppress(RPCError):
-                await handle.describe()
-                break
-            assert waiting.returncode is None, await waiting.communicate()
-            await asyncio.sleep(0.1)
+        await until_started(handle, waiting)
         await postgres.kill()
         await postgres.start()
         stdout, stderr = await asyncio.wait_for(waiting.communicate(), RESULT_TIMEOUT_S)
@@ -152,6 +170,38 @@ async def test_the_starter_lives_through_a_postgres_restart(
         assert (out["model_calls"], out["orders"], out["emails"]) == (3, 1, 1)
     finally:
         await postgres.stop()
+
+
+async def test_the_starter_says_plainly_when_temporal_is_away(
+    tmp_path: Path, db_url: str, workers: Callable[..., WorkerProcess]
+) -> None:
+    """A Temporal dev server of the test's own is SIGKILLed while `starter.py` waits on its run,
+    and started again 8 s later: the starter says Temporal does not answer (not "is a worker
+    running?"), prints no escape codes (the SDK's own coloured console lines), and reports the
+    run once it completes."""
+    temporal = LabTemporal(tmp_path)
+    address = await temporal.start()
+    try:
+        queue, household = new_run_id("q"), new_run_id("h")
+        workers(queue, TEMPORAL_ADDRESS=address, STEP_PAUSE_MS="300")
+        waiting = await asyncio.create_subprocess_exec(
+            sys.executable, "starter.py", "--task-queue", queue, "--household", household, "--json",
+            cwd=ROOT, env=child_env(db_url, TEMPORAL_ADDRESS=address),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        client = await Client.connect(address)
+        handle = client.get_workflow_handle(f"grocery-{household}-{this_week()}")
+        await until_started(handle, waiting)
+        await temporal.kill()
+        await asyncio.sleep(8)  # past the starter's 5 s "still waiting"
+        await temporal.start()
+        stdout, stderr = await asyncio.wait_for(waiting.communicate(), RESULT_TIMEOUT_S)
+        said = stderr.decode()
+        assert waiting.returncode == 0, said
+        assert (json.loads(stdout)["orders"], "\x1b" in said) == (1, False), said
+        assert "Temporal does not answer" in said and "is a worker running" not in said, said
+    finally:
+        await temporal.stop()
 
 
 def test_faults_are_spread_over_the_runs_whole_lifetime() -> None:
@@ -169,9 +219,15 @@ def test_faults_are_spread_over_the_runs_whole_lifetime() -> None:
     assert next_gap(None, 19, rng) < 1  # until the first step is done: short gaps
 
 
-def test_dbos_keeps_every_invariant_through_kills_and_a_restart(tmp_path: Path) -> None:
+def test_dbos_keeps_every_invariant_through_kills_restarts_and_model_faults(
+    tmp_path: Path,
+) -> None:
+    """Kills, two Postgres restarts and a model that answers three calls in four: every run
+    completes with one paid call per step (the invariants), and no process had to be restarted
+    for a stuck run (its steps retried through the outages): only the killed ones were."""
     args = ["--engine", "dbos", "--runs", "40", "--workers", "2", "--kills", "3"]
-    report = chaos(tmp_path, *args, "--postgres-restarts", "1")
-    assert report["faults"]["postgres_restarts"] == 1
+    report = chaos(tmp_path, *args, "--postgres-restarts", "2", STUB_MODEL_FAULT="unavailable")
+    assert report["faults"]["postgres_restarts"] == 2
     assert 1 <= report["faults"]["worker_kills"] <= 3
+    assert report["process_restarts"] == report["faults"]["worker_kills"]
     assert report["fault_times_s"] and len(report["completion_times_s"]) == 40

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from crashlab.cells import MatrixCell, MatrixResult, all_cells, select_cells
+from crashlab.cells import MatrixCell, MatrixResult, select_cells
+from crashlab.engines import all_cells, engine_named
 from crashlab.report import MatrixReport
 from infra.errors import ConfigError
 from tests.helpers import child_env, run_python
@@ -46,6 +47,29 @@ def test_a_cell_that_disagrees_with_its_design_is_unexpected() -> None:
     )
     assert [(c.design, c.counts) for c in report.unexpected] == [("durable", "3/2/1")]
     assert "✗ 3/2/1 (!)" in report.table()
+
+
+def test_an_engine_not_in_the_registry_is_one_error() -> None:
+    """Every dispatch goes through the registry: a name it does not hold is refused, never sent
+    down another engine's path."""
+    for call in (lambda: engine_named("restate"), lambda: all_cells("restate")):
+        with pytest.raises(ConfigError, match="unknown engine 'restate'; the engines: journal"):
+            call()
+
+
+def test_the_columns_and_the_legend_come_from_the_registry() -> None:
+    one_run = {"model_calls": 3, "orders": 1, "emails": 1, "matches_no_crash": True}
+    cells = [
+        MatrixResult.model_validate(
+            {"engine": e, "design": d, "crash_at": "none", "expected": True, "seconds": 1.0}
+            | one_run
+        )
+        for e, d in [("dbos", "keyed"), ("temporal", "workflow"), ("journal", "naive")]
+    ]
+    report = MatrixReport(cells=cells, seconds=1.0)
+    head = report.table().splitlines()[0].split()
+    assert head == ["crash", "at", "J", "naive", "T", "workflow", "D", "keyed"]
+    assert report.legend().startswith("J = hand-rolled journal (design), T = Temporal")
 
 
 def test_unknown_filter_is_refused() -> None:
