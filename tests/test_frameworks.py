@@ -7,15 +7,21 @@ crash after a model activity returned pays for the model call again in both."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import pytest
 
+from infra.db import ensure_database_url
 from tests.helpers import (
+    BothWays,
     CrashtestRun,
     child_env,
-    crashtest_both_ways,
     failing,
+    prepare_database,
+    run_both_ways,
     untested_but_the_end,
 )
+
+# The first test sets up the module's crash tests: 157 s here, more on a loaded machine.
+pytestmark = pytest.mark.timeout(600)
 
 PYDANTIC_AI = "pydantic_ai.durable_exec.temporal:PydanticAIPlugin"
 OPENAI_AGENTS = "examples.frameworks.openai_agents_agent:plugin"
@@ -71,60 +77,68 @@ def labels(run: CrashtestRun) -> list[str]:
     return list(run[1]["activities"])
 
 
-def test_agent_frameworks_tools_and_model_calls(
-    db_url: str, temporal_address: str, tmp_path: Path
+@pytest.fixture(scope="module")
+def frameworks(temporal_address: str, tmp_path_factory: pytest.TempPathFactory) -> BothWays:
+    """Every framework's crash tests, both ways (26), four at a time, the next as one ends: the
+    frameworks' workflow code is heavy on CPU (a Deep Agent's graph is built in its workflow
+    task), and 2 cores running every run at once fail workflow tasks in the SDK's 2 s deadlock
+    detector, as no production worker would. 157 s here; run once for the tests below."""
+    env = child_env(prepare_database(ensure_database_url()), TEMPORAL_ADDRESS=temporal_address)
+    runs: dict[str, tuple[list[str], dict[str, str]]] = {n: (a, {}) for n, a in RUNS.items()}
+    return run_both_ways(runs, env, tmp_path_factory.mktemp("frameworks"), at_once=4)
+
+
+# Each framework's activities: its model's, then the two tools, the model asked for together.
+ACTIVITIES = {
+    "pydantic-ai": ("agent__keyed_grocer__model_request",
+                    "agent__keyed_grocer__toolset__<agent>__call_tool#1 (place_order milk)",
+                    "agent__keyed_grocer__toolset__<agent>__call_tool#2 (send_message sam)"),
+    "openai-agents": ("invoke_model_activity", "place_order", "send_message"),
+    "strands": ("invoke_model", "place_order", "send_message"),
+    "deepagents": ("deepagents.invoke_model", "place_order", "send_message"),
+    "google-adk": ("invoke_model", "place_order", "send_message"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("framework", list(FRAMEWORKS))
+def test_keyed_tools_are_clean_and_unkeyed_ones_caught(
+    frameworks: BothWays, framework: str
 ) -> None:
-    env = child_env(db_url, TEMPORAL_ADDRESS=temporal_address)
-    # Three at a time: the frameworks' workflow code is heavy on CPU (a Deep Agent's graph is
-    # built in its workflow task), and 2 cores running every run at once fail workflow tasks in
-    # the SDK's 2 s deadlock detector, as no production worker would.
-    results = crashtest_both_ways(
-        {name: (args, {}) for name, args in RUNS.items()}, env, tmp_path, at_once=3
-    )
-    for framework, model, order, tell in [
-        ("pydantic-ai", "agent__keyed_grocer__model_request",
-         "agent__keyed_grocer__toolset__<agent>__call_tool#1 (place_order milk)",
-         "agent__keyed_grocer__toolset__<agent>__call_tool#2 (send_message sam)"),
-        ("openai-agents", "invoke_model_activity", "place_order", "send_message"),
-        ("strands", "invoke_model", "place_order", "send_message"),
-        ("deepagents", "deepagents.invoke_model", "place_order", "send_message"),
-        ("google-adk", "invoke_model", "place_order", "send_message"),
-    ]:  # fmt: skip
-        done, report = results[f"{framework}-keyed"]
-        assert done.returncode == 0, done.stdout + done.stderr
-        assert labels(results[f"{framework}-keyed"]) == [f"{model}#1", order, tell, f"{model}#2"]
-        assert (
-            report["reference"] == TOOLS
-            and not failing(report)
-            and untested_but_the_end(report) == []
-        )
+    frameworks.assert_agree(f"{framework}-keyed", f"{framework}-unkeyed")
+    model, order, tell = ACTIVITIES[framework]
+    done, report = frameworks[f"{framework}-keyed"]
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert labels(frameworks[f"{framework}-keyed"]) == [f"{model}#1", order, tell, f"{model}#2"]
+    assert report["reference"] == TOOLS and not failing(report)
+    assert untested_but_the_end(report) == []
 
-        done, report = results[f"{framework}-unkeyed"]
-        assert done.returncode == 1, done.stdout + done.stderr
-        diffs = {c["crash_at"]: c["diff"] for c in report["cells"] if not c["matches"]}
-        # The tools' effects repeat at the two tool calls, and may at a checkpoint between them:
-        # the model asked for both at once, so when the workflow has seen one call's result the
-        # other may have run and not yet been reported — a real repeat, which crashtest shows.
-        # The model calls repeat after either model activity (the first and the last boundary),
-        # keys or not.
-        calls = {"after-effect:2", "after-effect:3"}
-        tools = {p for p, d in diffs.items() if "effects" in d}
-        assert calls <= tools
-        assert all(p.startswith("after-checkpoint:") for p in tools - calls)
-        assert {p for p, d in diffs.items() if "model_calls: 2 → 3" in d} == {
-            "after-effect:1", "after-effect:4",
-        }  # fmt: skip
+    done, report = frameworks[f"{framework}-unkeyed"]
+    assert done.returncode == 1, done.stdout + done.stderr
+    diffs = {c["crash_at"]: c["diff"] for c in report["cells"] if not c["matches"]}
+    # The tools' effects repeat at the two tool calls, and may at a checkpoint between them: the
+    # model asked for both at once, so when the workflow has seen one call's result the other
+    # may have run and not yet been reported — a real repeat, which crashtest shows. The model
+    # calls repeat after either model activity (the first and the last boundary), keys or not.
+    calls = {"after-effect:2", "after-effect:3"}
+    tools = {p for p, d in diffs.items() if "effects" in d}
+    assert calls <= tools
+    assert all(p.startswith("after-checkpoint:") for p in tools - calls)
+    model_calls = {p for p, d in diffs.items() if "model_calls: 2 → 3" in d}
+    assert model_calls == {"after-effect:1", "after-effect:4"}
 
-    # LangGraph: both tool calls in one activity (the tools node).
-    report = results["langgraph-keyed"][1]
-    assert results["langgraph-keyed"][0].returncode == 0, results["langgraph-keyed"][0].stderr
+
+def test_langgraph_tools_in_one_activity(frameworks: BothWays) -> None:
+    """LangGraph's tools node runs both tool calls in one activity."""
+    frameworks.assert_agree("langgraph-keyed", "langgraph-per_activity", "langgraph-unkeyed")
+    done, report = frameworks["langgraph-keyed"]
+    assert done.returncode == 0, done.stderr
     assert report["activities"] == ["keyed.plan#1", "keyed.tools", "keyed.plan#2"]
     assert report["reference"] == TOOLS and not failing(report)
     # One key per activity drops the message as a duplicate of the order, in the reference
     # itself: every cell would "match" it; --expect says so before any cell runs.
-    done, report = results["langgraph-per_activity"]
+    done, report = frameworks["langgraph-per_activity"]
     assert done.returncode == 1, done.stdout + done.stderr
     assert report["cells"] == [] and report["expect_diff"] == "effects: 2 → 1 entries"
-    done, report = results["langgraph-unkeyed"]
+    done, report = frameworks["langgraph-unkeyed"]
     assert done.returncode == 1, done.stdout + done.stderr
     assert failing(report) == {"after-effect:2"}  # the tools node: both tools again

@@ -68,13 +68,18 @@ class ScriptedChatModel(BaseChatModel):
             reply = AIMessage(
                 content="",
                 tool_calls=[
-                    {"name": "place_order", "args": {"order": {"item": item, "quantity": 2}},
-                     "id": "call-order"},
-                    {"name": "send_message",
-                     "args": {"message": {"to": "sam", "text": f"2 x {item} ordered"}},
-                     "id": "call-message"},
+                    {
+                        "name": "place_order",
+                        "args": {"order": {"item": item, "quantity": 2}},
+                        "id": "call-order",
+                    },
+                    {
+                        "name": "send_message",
+                        "args": {"message": {"to": "sam", "text": f"2 x {item} ordered"}},
+                        "id": "call-message",
+                    },
                 ],
-            )  # fmt: skip
+            )
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
@@ -119,12 +124,14 @@ async def _run(item: str, order: Any, tell: Any) -> str:
     agent = create_temporal_deep_agent(
         model=MODEL,
         tools=[
-            activity_as_tool(order, name="place_order", start_to_close_timeout=TIMEOUT,
-                             retry_policy=RETRIES),
-            activity_as_tool(tell, name="send_message", start_to_close_timeout=TIMEOUT,
-                             retry_policy=RETRIES),
+            activity_as_tool(
+                order, name="place_order", start_to_close_timeout=TIMEOUT, retry_policy=RETRIES
+            ),
+            activity_as_tool(
+                tell, name="send_message", start_to_close_timeout=TIMEOUT, retry_policy=RETRIES
+            ),
         ],
-    )  # fmt: skip
+    )
     result = await agent.ainvoke({"messages": [{"role": "user", "content": item}]})
     return str(result["messages"][-1].content)
 

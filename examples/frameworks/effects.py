@@ -42,8 +42,13 @@ async def framework_worker(
     """FACTORY(client, task_queue) for a framework's agent: the ledger's table, and a worker for
     the workflow and the tools' activities (the framework's plugin, on `client`, adds its own)."""
     await ensure_ledger()
-    return Worker(client, task_queue=task_queue, workflows=workflows, activities=activities,
-                  sticky_queue_schedule_to_start_timeout=STICKY)  # fmt: skip
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=workflows,
+        activities=activities,
+        sticky_queue_schedule_to_start_timeout=STICKY,
+    )
 
 
 async def take(what: str, *, keyed: bool) -> None:

@@ -88,9 +88,10 @@ class ScriptedLlm(BaseLlm):
         tell = next(n for n in offered if n.startswith("send_message"))
         calls = [
             types.FunctionCall(id="call-order", name=order, args={"item": item, "quantity": 2}),
-            types.FunctionCall(id="call-message", name=tell,
-                               args={"to": "sam", "text": f"2 x {item} ordered"}),
-        ]  # fmt: skip
+            types.FunctionCall(
+                id="call-message", name=tell, args={"to": "sam", "text": f"2 x {item} ordered"}
+            ),
+        ]
         yield LlmResponse(
             content=types.Content(role="model", parts=[types.Part(function_call=c) for c in calls])
         )

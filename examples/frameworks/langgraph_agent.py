@@ -69,10 +69,13 @@ async def plan(state: State) -> dict[str, Any]:
     return {
         "calls": [
             {"id": "call-order", "name": "place_order", "args": {"item": item, "quantity": 2}},
-            {"id": "call-message", "name": "send_message",
-             "args": {"to": "sam", "text": f"2 x {item} ordered"}},
+            {
+                "id": "call-message",
+                "name": "send_message",
+                "args": {"to": "sam", "text": f"2 x {item} ordered"},
+            },
         ],
-    }  # fmt: skip
+    }
 
 
 def _effect(call: dict[str, Any]) -> tuple[str, str]:

@@ -102,8 +102,12 @@ class ScriptedModel(Model):
             yield {"contentBlockDelta": {"delta": {"text": said}}}
             yield {"contentBlockStop": {}}
             yield {"messageStop": {"stopReason": "end_turn"}}
-        yield {"metadata": {"usage": {"inputTokens": 1, "outputTokens": 1, "totalTokens": 2},
-                            "metrics": {"latencyMs": 0}}}  # fmt: skip
+        yield {
+            "metadata": {
+                "usage": {"inputTokens": 1, "outputTokens": 1, "totalTokens": 2},
+                "metrics": {"latencyMs": 0},
+            }
+        }
 
 
 def plugin() -> StrandsPlugin:
