@@ -192,24 +192,28 @@ def test_resume_finishes_every_unfinished_run(fresh_db_url: str) -> None:
 
 
 def test_one_process_at_a_time_runs_a_run(db_url: str, db: psycopg.Connection) -> None:
-    """Two processes on one run would do its effects twice: the second is refused."""
+    """Two processes on one run would do its effects twice: the second is refused. The first is
+    stopped (SIGSTOP, not killed: its session and lock stay) while the second tries, so that a
+    slow start of the second on a loaded machine cannot find the run already finished."""
     run_id = new_run_id("busy")
-    slow = child_env(db_url, STUB_MODEL_LATENCY_MS="1500")
+    slow = child_env(db_url, STUB_MODEL_LATENCY_MS="3000")
     first = subprocess.Popen(
         [sys.executable, "-m", "journal", "run", "--run-id", run_id, "--design", "checkpoint"],
         cwd=ROOT, env=slow, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 30
-        while (
-            not state(db, run_id).exists()
-            and not db.execute("select 1 from agent_runs where run_id = %s", (run_id,)).fetchone()
-        ):
+        while not db.execute("select 1 from agent_runs where run_id = %s", (run_id,)).fetchone():
             assert time.monotonic() < deadline, "the first process never opened the run"
             time.sleep(0.05)
+        first.send_signal(signal.SIGSTOP)
+        status = db.execute("select status from agent_runs where run_id = %s", (run_id,))
+        assert status.fetchone() == ("running",), "the first process ended before it was stopped"
         second = run_journal(db_url, run_id, "checkpoint")
+        first.send_signal(signal.SIGCONT)
         assert_one_line_error(second, f"run {run_id} is being run by another process")
     finally:
+        first.send_signal(signal.SIGCONT)
         assert first.wait(60) == 0, first.stderr
     assert state(db, run_id).counts == NO_CRASH  # the second process added nothing
 
