@@ -20,7 +20,8 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -n 2 --dist loadfile
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not loaded"
+	$(BIN)/python -m pytest -m loaded
 
 # While you work: lint, types and the in-process tests (no server, no process started; well under
 # a minute). `make test` runs these and every test marked `servers` (see conftest.py).

@@ -117,7 +117,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
     """After the summary is printed, leave without interpreter teardown: the Temporal client
-    loaded here can abort it (see crashtest.exits.exit_now)."""
+    loaded here can abort it (see infra.cli.exit_now)."""
     if _EXIT_STATUS in config.stash:
         from infra.cli import exit_now
 

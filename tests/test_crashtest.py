@@ -43,9 +43,13 @@ def test_grocery_agent_with_and_without_keys(
     assert report["workflow"] == "GroceryAgentWorkflow"
     assert report["activities"] == list(STEP_NAMES)
     cells = report["cells"]
+    # After the last checkpoint the run without a crash only ends (not a point), unless a loaded
+    # machine retried the task that took its result: then that point is made too.
+    last = f"after-checkpoint:{len(STEP_NAMES)}"
+    only_ends = any(u["boundary"].startswith(last) for u in report["untested"])
     assert [c["crash_at"] for c in cells] == [
-        *(f"after-effect:{n}" for n in range(1, 7)),
-        *(f"after-checkpoint:{n}" for n in range(1, 6)),
+        *(f"after-effect:{n}" for n in range(1, len(STEP_NAMES) + 1)),
+        *(f"after-checkpoint:{n}" for n in range(1, len(STEP_NAMES) + (not only_ends))),
     ]
     assert all(c["observed"] == report["reference"] for c in cells)
     # In production, after an effect a SIGKILLed worker is noticed through its activity's
@@ -56,7 +60,8 @@ def test_grocery_agent_with_and_without_keys(
     # waits named are among those reported; and the heartbeat timeout may end an attempt before
     # the runner has seen the kill, which it then says.)
     failed_at_once = "1 attempt(s) it held failed at once, to be retried"
-    for c, step in zip(cells, [*STEP_NAMES, *STEP_NAMES[:-1]], strict=True):
+    for c in cells:
+        step = c["activity"]
         if c["crash_at"].startswith("after-effect"):
             production = [f"{step} heartbeat timeout 2.0 s", "sticky queue timeout 1.0 s"]
             assert set(production) <= set(c["waited_on"]), c
@@ -67,7 +72,7 @@ def test_grocery_agent_with_and_without_keys(
             assert "workflow task start-to-close timeout 10.0 s" in c["waited_on"], c
             assert c["fast_forward"], c
     assert any(failed_at_once in c["fast_forward"] for c in cells)  # the fast-forward acted
-    assert "all 11 crash points end in the no-crash state" in done.stdout
+    assert f"all {len(cells)} crash points end in the no-crash state" in done.stdout
 
     done, report = results["none"]
     assert done.returncode == 1, done.stdout + done.stderr
@@ -93,7 +98,8 @@ def test_grocery_agent_with_and_without_keys(
         held = "workflow task start-to-close timeout 10.0 s"
         own = f"{step} heartbeat timeout 2.0 s" if f["crash_at"].startswith("after-e") else held
         assert own in f["waited_on"] and own in s["waited_on"], (f, s)
-        assert s["fast_forward"] == []
+        # Nothing fast-forwarded; a cell run again on a loaded machine says so, and only that.
+        assert all(note.startswith("ran again") for note in s["fast_forward"]), s
 
 
 def test_payments_unkeyed_charges_are_caught_at_exactly_the_charges(

@@ -92,9 +92,11 @@ def test_every_option_of_the_pytest_fixture_is_a_flag_of_the_command(tmp_path: P
         "plugins": ["m:p"],
         "real_timeouts": True,
         "exact": True,
+        "deploy_to": "m2:w",
     }
     assert set(values) | {"env"} == set(pytest_plugin.OPTIONS)
     cmd = pytest_plugin._command("m:w", "m:W", {"a": 1}, "m:o", tmp_path / "r.json", values)
     args = parse_args(cmd[3:])
     assert args.exact and args.real_timeouts and args.jobs == 2 and args.repeat == 2
     assert args.points == "after-effect:1" and args.plugin == ["m:p"]
+    assert args.deploy_to == "m2:w"

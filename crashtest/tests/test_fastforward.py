@@ -62,7 +62,7 @@ def test_the_status_channel_carries_the_boundaries_in_flight_and_the_attempts_he
     attempts: past a pipe's atomic write), and is all there once the worker is gone (`drain`)."""
     held = [Attempt.of(info(task_token=b"\x00token\xff" * 20, activity_id=str(n)))
             for n in range(100)]  # fmt: skip
-    stamp = Stamp("root", "@1", 3, "charge", local=False)
+    stamp = Stamp(root="root", scope="@1", position=3, activity="charge", local=False)
 
     async def exchange() -> WorkerStatus:
         status = WorkerStatus.listen(tmp_path / "w.status")
@@ -84,5 +84,10 @@ def test_the_status_channel_carries_the_boundaries_in_flight_and_the_attempts_he
     assert attempts == held
     assert attempts[0].task_token() == b"\x00token\xff" * 20
     assert held[0].token == base64.b64encode(b"\x00token\xff" * 20).decode()
-    line = crash_line(CrashSite(Moment.AFTER_EFFECT, "@1", 2), "charge returned", [stamp], held)
+    line = crash_line(
+        CrashSite(moment=Moment.AFTER_EFFECT, scope="@1", position=2),
+        "charge returned",
+        [stamp],
+        held,
+    )
     assert line.startswith("CRASH after-effect:") and "SIGKILL pid" in line  # for a person

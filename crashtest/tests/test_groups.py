@@ -22,15 +22,17 @@ def sequence(n: int, parallel: int = 1) -> list[Boundary]:
         batch = (i - 1) // parallel
         ended = START + timedelta(seconds=i)
         taken = START + timedelta(seconds=(batch + 1) * parallel, milliseconds=500)
-        b = Boundary(i, "@1", i, "charge", False, f"charge#{i}", i, str(i), "wf", "run",
-                     batch + 1, ended, taken)  # fmt: skip
+        b = Boundary(
+            number=i, scope="@1", position=i, activity="charge", local=False,
+            label=f"charge#{i}", occurrence=i, activity_id=str(i), workflow_id="wf",
+            run_id="run", reset_event_id=batch + 1, ended=ended, taken=taken,
+        )  # fmt: skip
         out.append(b)
     return out
 
 
 def points(boundaries: list[Boundary]) -> list[CellPoint]:
-    return [CellPoint(m, b) for m in (Moment.AFTER_EFFECT, Moment.AFTER_CHECKPOINT)
-            for b in boundaries]  # fmt: skip
+    return [CellPoint(m, b) for m in Moment.default_set() for b in boundaries]
 
 
 def names(group: list[CellPoint]) -> list[str]:
@@ -58,8 +60,8 @@ def test_groups_hold_every_point_once_in_run_order_kinds_apart() -> None:
         assert len({p.moment for p in group}) == 1
     assert 2 <= len(groups) <= 16
     # A kill that holds a workflow task waits out its timeout: those groups are smaller.
-    effects = [len(g) for g in groups if g[0].moment is Moment.AFTER_EFFECT]
-    checkpoints = [len(g) for g in groups if g[0].moment is Moment.AFTER_CHECKPOINT]
+    effects = [len(g) for g in groups if not g[0].moment.kills_in_the_workflow]
+    checkpoints = [len(g) for g in groups if g[0].moment.kills_in_the_workflow]
     assert max(checkpoints) < min(effects)
     # Later kills replay longer histories: later groups of a kind hold fewer points.
     assert effects == sorted(effects, reverse=True)

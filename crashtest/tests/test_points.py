@@ -10,7 +10,7 @@ from temporal_crashtest._errors import CrashPointError
 from temporal_crashtest._history import Boundary, Tree, scope_names
 from temporal_crashtest._interceptor import CrashSite
 from temporal_crashtest._model import Reference
-from temporal_crashtest._points import CrashPoint, Moment
+from temporal_crashtest._points import GLOSSARY, SYNTAX, CrashPoint, Moment
 
 
 def test_scopes_are_named_by_their_place_in_the_tree() -> None:
@@ -28,8 +28,11 @@ def test_scopes_are_named_by_their_place_in_the_tree() -> None:
 
 def boundary(number: int, scope: str, position: int, activity: str, label: str, *,
              local: bool = False, occurrence: int = 1, task: int = 1) -> Boundary:  # fmt: skip
-    return Boundary(number, scope, position, activity, local, label, occurrence, str(position),
-                    "wf", "run", task)  # fmt: skip
+    return Boundary(
+        number=number, scope=scope, position=position, activity=activity, local=local,
+        label=label, occurrence=occurrence, activity_id=str(position), workflow_id="wf",
+        run_id="run", reset_event_id=task,
+    )  # fmt: skip
 
 
 def reference() -> Reference:
@@ -49,7 +52,7 @@ def test_a_crash_point_finds_its_boundary_by_position_label_or_type() -> None:
     assert ref.resolve("after-effect:charge#3").boundary.number == 4
     point = ref.resolve("after-effect:charge*2")
     assert (point.boundary.number, point.repeat, point.crash_at) == (1, 2, "after-effect:1*2")
-    assert point.site() == CrashSite(Moment.AFTER_EFFECT, "@1", 1)
+    assert point.site() == CrashSite(moment=Moment.AFTER_EFFECT, scope="@1", position=1)
     assert CrashSite.parse(point.site().to_text()) == point.site()
     for text, message in [
         ("after-effect:9", "this workflow has boundaries 1..4"),
@@ -75,6 +78,9 @@ def test_every_point_and_what_is_left_untested() -> None:
             "the workflow task that records its marker also ends its run",
         )
     ]
+    # in-task is reachable at every boundary, the last one too (its task schedules it).
+    chosen, _ = reference().select(["in-task:1", "in-task:4"])
+    assert [p.crash_at for p in chosen] == ["in-task:1", "in-task:4"]
     chosen, untested = reference().select(["after-effect:notify"])
     assert [p.crash_at for p in chosen] == ["after-effect:2"]
     assert [u.boundary for u in untested] == [
@@ -83,16 +89,19 @@ def test_every_point_and_what_is_left_untested() -> None:
 
 
 def test_crash_points_are_parsed() -> None:
-    assert CrashPoint.parse("after-effect:3") == CrashPoint(Moment.AFTER_EFFECT, position=3)
+    assert CrashPoint.parse("after-effect:3") == CrashPoint(moment=Moment.AFTER_EFFECT, position=3)
     assert str(CrashPoint.parse("after-checkpoint:charge#2")) == "after-checkpoint:charge#2"
     assert str(CrashPoint.parse("reset:2")) == "reset:2"
+    assert CrashPoint.parse("in-task:2*2") == CrashPoint(
+        moment=Moment.IN_TASK, position=2, repeat=2
+    )
     # Names as agent frameworks spell them, labels with spaces, and repeats.
     point = CrashPoint.parse("after-effect:agent__mcp_server__call_tool<place_order>#2*2")
     assert (point.activity, point.occurrence, point.repeat) == (
         "agent__mcp_server__call_tool<place_order>", 2, 2)  # fmt: skip
     assert CrashPoint.parse("after-checkpoint:run 2: notify").text == "run 2: notify"
     for text, message in [
-        ("after-lunch:1", "expected after-effect:N, after-checkpoint:N or reset:N"),
+        ("after-lunch:1", "expected after-effect:N, after-checkpoint:N, in-task:N or reset:N"),
         ("after-effect:0", "positions start at 1"),
         ("after-effect:1*9", "*K crashes 1 to 5 times"),
         ("reset:1*2", "a reset is not repeated"),
@@ -103,3 +112,19 @@ def test_crash_points_are_parsed() -> None:
     assert str(CrashSite.parse("after-effect:place_order")) == "after-effect:place_order"
     with pytest.raises(CrashPointError, match="one worker crashes itself once"):
         CrashSite.parse("after-effect:3*2")
+
+
+def test_each_moment_answers_what_the_code_asks() -> None:
+    """The questions the runner, the groups and the interceptor ask of a moment."""
+    effect, checkpoint, reset = Moment.AFTER_EFFECT, Moment.AFTER_CHECKPOINT, Moment.RESET
+    in_task = Moment.IN_TASK
+    assert Moment.default_set() == [effect, checkpoint]  # in-task only when named
+    assert effect.kills_in_the_activity and not effect.kills_in_the_workflow
+    assert checkpoint.kills_in_the_workflow and not checkpoint.kills_in_the_activity
+    assert in_task.kills_in_the_workflow and in_task.kills_a_worker
+    assert [m for m in Moment if m.kills_as_scheduled] == [in_task]
+    assert not reset.kills_a_worker and not reset.kills_in_the_activity
+    assert [m for m in Moment if m.needs_a_return] == [effect]
+    assert [m for m in Moment if m.needs_the_result_seen] == [checkpoint]
+    for moment in Moment:
+        assert f"{moment}:N" in SYNTAX and f"{moment}:N ({moment.dies})" in GLOSSARY

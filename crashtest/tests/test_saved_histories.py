@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from temporal_crashtest._history import (
     RunHistory,
+    activity_attempts,
     read_tree,
     recovery_waits,
     unexplained_activity_attempts,
@@ -29,8 +30,14 @@ def saved(name: str) -> tuple[RunHistory, list[str]]:
     record = json.loads((HISTORIES / f"{name}.json").read_text())
     history = WorkflowHistory.from_json(name, record["history"])
     started = history.events[0].workflow_execution_started_event_attributes
-    run = RunHistory(ROOT_SCOPE, name, started.original_execution_run_id,
-                     started.workflow_type.name, started.task_queue.name, history)  # fmt: skip
+    run = RunHistory(
+        scope=ROOT_SCOPE,
+        workflow_id=name,
+        run_id=started.original_execution_run_id,
+        workflow_type=started.workflow_type.name,
+        task_queue=started.task_queue.name,
+        history=history,
+    )
     return run, list(record["waited_on"])
 
 
@@ -127,6 +134,18 @@ def test_an_attempt_no_kill_ended_is_unexplained(name: str) -> None:
     assert unexplained_activity_attempts([run], []) == 1
     before = scheduled[0] - timedelta(seconds=1)  # a kill before it was scheduled ends nothing
     assert unexplained_activity_attempts([run], [before]) == 1
+
+
+def test_attempts_the_run_without_a_crash_took_are_by_design() -> None:
+    """An activity that fails on purpose before it succeeds (a poll by retry) took as many
+    attempts in the run without a crash: read from that run (`activity_attempts`), they are by
+    design, not load's doing, with no kill to explain them."""
+    run, _ = saved("notes-fast-after-effect-1")
+    by_design = activity_attempts([run])
+    assert sorted(by_design.values()) == [1, 2]  # write_note#1 took 2 attempts, #2 took 1
+    assert unexplained_activity_attempts([run], [], by_design) == 0
+    fewer = {where: 1 for where in by_design}  # had the reference taken one attempt each
+    assert unexplained_activity_attempts([run], [], fewer) == 1
 
 
 def test_a_killed_workers_task_that_timed_out_before_its_kill_is_unexplained() -> None:

@@ -5,11 +5,13 @@ examples.shapes.approval:approve`; without it the run waits for ever, and crasht
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
 from temporalio import activity, workflow
 from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 # The activities' side (Postgres, the project's settings) is not workflow code: the sandbox
@@ -19,6 +21,9 @@ with workflow.unsafe.imports_passed_through():
 
     from examples.shapes.build import OPTIONS, shape_worker
     from examples.shapes.ledger import record, workflow_key
+
+
+RESEND_AFTER_S = 0.5
 
 
 class ApprovalActivities:
@@ -62,8 +67,16 @@ class ApprovedOrder:
 
 
 async def approve(handle: WorkflowHandle[Any, Any]) -> None:
-    """crashtest's DRIVE: the approver's click."""
-    await handle.execute_update(ApprovedOrder.approve, "sam")
+    """crashtest's DRIVE: the approver's click, sent until the run takes it. A worker may be dead
+    or its workflow task failing for the moment (a kill, a loaded machine): the server refuses
+    the update then, and the click is sent again; its update id makes a second send that the
+    run had already taken the same update, not another."""
+    while True:
+        try:
+            await handle.execute_update(ApprovedOrder.approve, "sam", id="approve-sam")
+            return
+        except RPCError:
+            await asyncio.sleep(RESEND_AFTER_S)
 
 
 async def keyed_worker(client: Client, task_queue: str) -> Worker:

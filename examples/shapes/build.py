@@ -12,7 +12,8 @@ from psycopg_pool import AsyncConnectionPool
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.common import RetryPolicy
-from temporalio.worker import Worker
+from temporalio.worker import Worker, WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from examples.shapes.ledger import open_ledger
 
@@ -45,9 +46,11 @@ async def shape_worker(
     task_queue: str,
     workflows: Sequence[type],
     activities: Callable[[AsyncConnectionPool], Sequence[Callable[..., Any]]],
+    workflow_runner: WorkflowRunner | None = None,
 ) -> Worker:
     """FACTORY(client, task_queue) for crashtest: the workflows, and the activities made on the
-    ledger's pool (which lives as long as the worker process)."""
+    ledger's pool (which lives as long as the worker process); `workflow_runner`: the
+    sandbox's unless given."""
     pool = await open_ledger()
     return Worker(
         client,
@@ -55,4 +58,5 @@ async def shape_worker(
         workflows=workflows,
         activities=activities(pool),
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
+        workflow_runner=workflow_runner or SandboxedWorkflowRunner(),
     )

@@ -1,5 +1,5 @@
-"""The activities most shapes share: charge an invoice, send its receipt, each keyed as the
-worker factory says (`ledger.workflow_key`, a run-id key, or None: no key)."""
+"""The activities most shapes share: charge an invoice, send a notice or its receipt, each keyed
+as the worker factory says (`ledger.workflow_key`, a run-id key, or None: no key)."""
 
 from __future__ import annotations
 
@@ -29,5 +29,10 @@ class ChargeActivities:
     async def send_receipt(self, invoice: str) -> None:
         await record(self.pool, f"receipt for {invoice}", self.receipt_key and self.receipt_key())
 
+    @activity.defn
+    async def send_notice(self, invoice: str) -> None:
+        """A message before the charge's receipt, keyed as the receipt is."""
+        await record(self.pool, f"notice for {invoice}", self.receipt_key and self.receipt_key())
+
     def all(self) -> list[Callable[..., Any]]:
-        return [self.charge, self.send_receipt]
+        return [self.charge, self.send_notice, self.send_receipt]

@@ -53,6 +53,15 @@ async def record(pool: AsyncConnectionPool, what: str, key: str | None) -> None:
         await record_on(conn, what, key)
 
 
+def record_outside_an_activity(workflow_id: str, what: str) -> None:
+    """Take the effect `what` for `workflow_id` from where no activity runs (workflow code, as
+    a mistake to find), unkeyed: every call writes a row."""
+    with psycopg.connect(ensure_database_url()) as conn:
+        conn.execute(
+            "insert into example_effects (workflow_id, what) values (%s, %s)", (workflow_id, what)
+        )
+
+
 async def effects_of(workflow_id: str) -> dict[str, list[str]]:
     """crashtest's OBSERVE: the effects of the run's whole tree, in the order they were taken.
     The examples derive a child's workflow id from its parent's (`{parent}/...`), so one prefix
@@ -64,3 +73,9 @@ async def effects_of(workflow_id: str) -> dict[str, list[str]]:
             (workflow_id, workflow_id.replace("%", r"\%").replace("_", r"\_") + "/%"),
         )
         return {"effects": [row[0] for row in await cur.fetchall()]}
+
+
+async def effects_in_any_order(workflow_id: str) -> dict[str, list[str]]:
+    """crashtest's OBSERVE for activities that run at once: the effects sorted (which row lands
+    first is not part of the outcome; how many there are is)."""
+    return {"effects": sorted((await effects_of(workflow_id))["effects"])}

@@ -23,11 +23,12 @@ with workflow.unsafe.imports_passed_through():
     from psycopg_pool import AsyncConnectionPool
 
     from examples.shapes.build import shape_worker
-    from examples.shapes.ledger import effects_of, record, workflow_key
+    from examples.shapes.ledger import record, workflow_key
 
 ANSWER_AFTER_S = 0.5
+CHARGE_TIMEOUT = timedelta(minutes=5)
 SLOW = {
-    "start_to_close_timeout": timedelta(minutes=5),
+    "start_to_close_timeout": CHARGE_TIMEOUT,
     "retry_policy": RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=5),
 }
 
@@ -68,9 +69,3 @@ async def unkeyed_worker(client: Client, task_queue: str) -> Worker:
     return await shape_worker(
         client, task_queue, [ParallelSlowCharges], lambda p: [SlowCharges(p, keyed=False).charge]
     )
-
-
-async def charges_of(workflow_id: str) -> dict[str, list[str]]:
-    """crashtest's OBSERVE: the charges, in no particular order (they run at once: which row
-    lands first is not part of the outcome)."""
-    return {"charges": sorted((await effects_of(workflow_id))["effects"])}

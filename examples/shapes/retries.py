@@ -30,6 +30,10 @@ with workflow.unsafe.imports_passed_through():
 
 READY_AT_ATTEMPT = 4  # the invoice is ready, and the payment service up, from this attempt on
 POLLING = RetryPolicy(initial_interval=timedelta(milliseconds=200), backoff_coefficient=1.0)
+# Room for the attempts a kill, or a late heartbeat on a loaded machine, adds after the down ones.
+UNTIL_UP = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200), maximum_attempts=READY_AT_ATTEMPT + 6
+)
 
 
 class RetryingActivities:
@@ -63,7 +67,11 @@ class PollThenCharge:
             retry_policy=POLLING,  # no attempt limit: the retries are the polling loop
         )
         return await workflow.execute_activity_method(
-            RetryingActivities.charge_when_up, ready, **OPTIONS
+            RetryingActivities.charge_when_up,
+            ready,
+            start_to_close_timeout=OPTIONS["start_to_close_timeout"],
+            heartbeat_timeout=OPTIONS["heartbeat_timeout"],
+            retry_policy=UNTIL_UP,
         )
 
 

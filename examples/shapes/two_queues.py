@@ -37,10 +37,14 @@ async def _workers(client: Client, task_queue: str, key: Key) -> list[Worker]:
     pool = await open_ledger()
     activities = ChargeActivities(pool, charge_key=key, receipt_key=key)
     return [
-        Worker(client, task_queue=task_queue, workflows=[ChargeThenNotify],
-               activities=[activities.charge]),
+        Worker(
+            client,
+            task_queue=task_queue,
+            workflows=[ChargeThenNotify],
+            activities=[activities.charge],
+        ),
         Worker(client, task_queue=notify_queue(task_queue), activities=[activities.send_receipt]),
-    ]  # fmt: skip
+    ]
 
 
 async def keyed_worker(client: Client, task_queue: str) -> list[Worker]:

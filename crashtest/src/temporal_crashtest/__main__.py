@@ -43,6 +43,7 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,12 +60,17 @@ from temporal_crashtest._exits import EXIT_ALL_MATCH, EXIT_BAD_INPUT, EXIT_SOME_
 from temporal_crashtest._forkserver import fork_here
 from temporal_crashtest._loading import load_callable, workflow_type
 from temporal_crashtest._model import Observe, Target
+from temporal_crashtest._outputs import OutputError, check_output, write_output
+from temporal_crashtest._points import GLOSSARY, Moment
 from temporal_crashtest._processes import ForkedServer, NotForked
-from temporal_crashtest._report import Cell
+from temporal_crashtest._report import Cell, Report
 from temporal_crashtest._runner import DEFAULT_DEADLINE_S
+from temporal_crashtest._text import shown
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line: `run` and its flags (what to test, which points, where the server is,
+    what to write)."""
     parser = argparse.ArgumentParser(
         prog="python -m temporal_crashtest",
         description=__doc__.splitlines()[0] if __doc__ else None,
@@ -73,23 +79,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="crash-test a workflow at every activity boundary")
-    add = run.add_argument
+    _what_to_test(run.add_argument)
+    _how_to_crash(run.add_argument)
+    _where_the_server_is(run.add_argument)
+    _what_to_write(run.add_argument)
+    return parser.parse_args(argv)
+
+
+Add = Callable[..., argparse.Action]
+
+
+def _what_to_test(add: Add) -> None:
+    """The workflow, its worker, its input, and how its final state is seen and reached."""
     add("--worker", required=True, help="MODULE:FACTORY, (client, task_queue) -> Worker")
     add("--workflow", required=True, help="MODULE:CLASS (or the workflow type name)")
     add("--input", required=True, help="the workflow's argument, as JSON")
     add("--observe", required=True, help="MODULE:FUNC, (workflow_id) -> JSON")
-    add("--json", type=Path, help="write the report as JSON here")
-    add("--markdown", type=Path, help="write the table as Markdown here")
     add(
-        "--junit-xml",
-        type=Path,
-        help="write JUnit XML here: a testcase per crash point (the untested ones skipped)",
+        "--deploy-to",
+        metavar="MODULE:FACTORY",
+        help="a deploy test: every run starts on --worker, and the worker that takes it over "
+        "after a kill runs this factory's code (the next version: same workflow type); a "
+        "crashed run must end as either version's run without a crash",
     )
-    add("--jobs", type=int, default=default_jobs(), help="cells run at once")
-    add("--points", help="only these crash points, comma-separated (reset:N too)")
     add("--drive", help="MODULE:FUNC, (handle) -> None: sends signals and updates")
     add("--expect", help="the final state a run without a crash must reach: JSON, or @FILE")
-    add("--repeat", type=int, default=1, help="crash this many workers in a row at each point")
     add("--data-converter", help="MODULE:NAME of a temporalio DataConverter")
     add(
         "--plugin",
@@ -98,22 +112,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="MODULE:NAME of a temporalio client Plugin (an agent framework's), for every "
         "client; repeatable",
     )
+
+
+def _how_to_crash(add: Add) -> None:
+    """Which points, how many workers in a row, how many cells at once, and how long each."""
+    defaults = " and ".join(str(m) for m in Moment.default_set())
     add(
-        "--address",
-        help="Temporal's HOST:PORT (default: TEMPORAL_ADDRESS or the Temporal CLI's profile, "
-        "with its API key and TLS; else a server on 127.0.0.1:7233, else a private dev server "
-        "started for this run)",
+        "--points",
+        help=f"only these crash points, comma-separated (default: every {defaults}): {GLOSSARY}",
     )
-    add("--namespace", help="default: TEMPORAL_NAMESPACE or the profile's, else default")
-    add("--dev-server", action="store_true", help="start a private dev server for this test, "
-        "whatever is configured or listening on 127.0.0.1:7233")  # fmt: skip
+    add("--repeat", type=int, default=1, help="crash this many workers in a row at each point")
+    add("--jobs", type=int, default=default_jobs(), help="cells run at once")
     add("--deadline-s", type=float, default=DEFAULT_DEADLINE_S, help="per cell")
-    add(
-        "--logs",
-        type=Path,
-        help="keep the workers' logs here (default: a temporary folder, "
-        "removed when every cell matches)",
-    )
     add(
         "--real-timeouts",
         action="store_true",
@@ -126,7 +136,39 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "differs split down to single points; the same verdicts, for an observer that shows "
         "every effect)",
     )
-    return parser.parse_args(argv)
+
+
+def _where_the_server_is(add: Add) -> None:
+    add(
+        "--address",
+        help="Temporal's HOST:PORT (default: TEMPORAL_ADDRESS or the Temporal CLI's profile, "
+        "with its API key and TLS; else a server on 127.0.0.1:7233, else a private dev server "
+        "started for this run)",
+    )
+    add("--namespace", help="default: TEMPORAL_NAMESPACE or the profile's, else default")
+    add(
+        "--dev-server",
+        action="store_true",
+        help="start a private dev server for this test, "
+        "whatever is configured or listening on 127.0.0.1:7233",
+    )
+
+
+def _what_to_write(add: Add) -> None:
+    """The reports, and the workers' logs."""
+    add("--json", type=Path, help="write the report as JSON here")
+    add("--markdown", type=Path, help="write the table as Markdown here")
+    add(
+        "--junit-xml",
+        type=Path,
+        help="write JUnit XML here: a testcase per crash point (the untested ones skipped)",
+    )
+    add(
+        "--logs",
+        type=Path,
+        help="keep the workers' logs here (default: a temporary folder, "
+        "removed when every cell matches)",
+    )
 
 
 def read_expect(text: str) -> Any:
@@ -146,24 +188,18 @@ def read_expect(text: str) -> Any:
 
 
 def say(text: str) -> None:
-    print(f"crashtest: {text}", file=sys.stderr, flush=True)
+    print(f"crashtest: {shown(text)}", file=sys.stderr, flush=True)
 
 
 def progress(done: int, total: int, cell: Cell) -> None:
     mark = "✓" if cell.matches else "✗"
-    what = f"  {cell.diff}" if cell.diff else ""
+    what = f"  {shown(cell.diff)}" if cell.diff else ""
     print(
-        f"[{done:>3}/{total}] {cell.crash_at:<20} {cell.activity[:40]:<40} {mark} "
+        f"[{done:>3}/{total}] {cell.crash_at:<20} {shown(cell.activity)[:40]:<40} {mark} "
         f"{cell.seconds:5.1f} s{what}",
         file=sys.stderr,
         flush=True,
     )
-
-
-def writable(path: Path | None, flag: str) -> None:
-    """An output path whose folder exists: checked before the test runs, not after."""
-    if path is not None and not path.parent.is_dir():
-        raise InputError(f"{flag} {path}: the folder {path.parent} does not exist")
 
 
 def from_args(args: argparse.Namespace) -> tuple[Target, Observe, CrashTestOptions]:
@@ -172,15 +208,15 @@ def from_args(args: argparse.Namespace) -> tuple[Target, Observe, CrashTestOptio
         workflow_input: Any = json.loads(args.input)
     except json.JSONDecodeError as err:
         raise InputError(f"--input is not JSON: {err}") from None
-    writable(args.json, "--json")
-    writable(args.markdown, "--markdown")
-    writable(args.junit_xml, "--junit-xml")
+    for path, flag in outputs(args):
+        check_output(path, flag)
     target = Target(
         worker=args.worker,
         workflow=workflow_type(args.workflow),
         input=workflow_input,
         data_converter=args.data_converter,
         plugins=tuple(args.plugin),
+        deploy_to=args.deploy_to,
     )
     options = CrashTestOptions(
         points=[p.strip() for p in args.points.split(",") if p.strip()] if args.points else None,
@@ -203,6 +239,58 @@ def from_args(args: argparse.Namespace) -> tuple[Target, Observe, CrashTestOptio
     return target, load_callable(args.observe, "--observe"), options
 
 
+def outputs(args: argparse.Namespace) -> list[tuple[Path, str]]:
+    """The report files asked for, with the flag that named each."""
+    named = [(args.json, "--json"), (args.markdown, "--markdown"), (args.junit_xml, "--junit-xml")]
+    return [(path, flag) for path, flag in named if path is not None]
+
+
+def write_outputs(args: argparse.Namespace, report: Report) -> list[str]:
+    """Write every report file asked for; why each one that failed did (the others are still
+    written)."""
+    contents = {
+        "--json": report.json_bytes,
+        "--markdown": lambda: (report.table(markdown=True) + "\n").encode(),
+        "--junit-xml": lambda: junit_xml(report).encode(),
+    }
+    failed = []
+    for path, flag in outputs(args):
+        try:
+            write_output(path, contents[flag](), flag)
+        except OutputError as err:
+            failed.append(str(err))
+    return failed
+
+
+STOP_GRACE_S = 5.0  # after SIGINT or SIGTERM, how long the test may take to clean up
+
+
+def _stop_on_signals() -> list[int]:
+    """SIGINT (Ctrl-C) or SIGTERM: stop the test, its workers and its dev server; if that has not
+    ended the process within STOP_GRACE_S (or at a second signal), exit at once (the workers and
+    the dev server die with this process: they asked Linux to). Returns the list the signal that
+    stopped it goes into."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    stopped: list[int] = []
+
+    def now(sig: int) -> None:
+        print(f"crashtest: stopped by signal {sig}; exiting now", file=sys.stderr, flush=True)
+        os._exit(128 + sig)
+
+    def stop(sig: int) -> None:
+        if stopped:
+            now(sig)
+        stopped.append(sig)
+        task.cancel()
+        loop.call_later(STOP_GRACE_S, now, sig)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop, sig)
+    return stopped
+
+
 async def main(
     args: argparse.Namespace,
     target: Target,
@@ -210,30 +298,28 @@ async def main(
     options: CrashTestOptions,
     forked: ForkedServer | NotForked,
 ) -> int:
-    task = asyncio.current_task()
-    assert task is not None
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel, "SIGTERM")
+    stopped = _stop_on_signals()
     try:
-        report = await crash_test(target, observe, options, forked)
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        say("stopped")
-        raise
+        report = await crash_test(target, observe, options, forked)  # it says where logs are
+    except asyncio.CancelledError:
+        if not stopped:
+            raise
+        return 128 + stopped[0]
     if report.cells:
         print(report.table())
     if report.notes():
         print(report.notes())
     print(report.summary())
-    if args.json:
-        report.write_json(args.json)
-    if args.markdown:
-        args.markdown.write_text(report.table(markdown=True) + "\n")
-    if args.junit_xml:
-        args.junit_xml.write_text(junit_xml(report))
+    failed = write_outputs(args, report)
     if os.environ.get("GITHUB_ACTIONS") == "true":
         for line in github_errors(report):
             print(line, flush=True)
     if report.logs:
         say(f"the workers' logs are in {report.logs}")
+    for why in failed:
+        print(f"crashtest: error: {shown(why)}", file=sys.stderr)
+    if failed:
+        return EXIT_BAD_INPUT
     return EXIT_ALL_MATCH if report.ok else EXIT_SOME_DIFFER
 
 
@@ -248,12 +334,10 @@ def cli() -> None:
         # The workers' code is imported now, and no thread runs yet: fork the fork server here.
         code = asyncio.run(main(args, target, observe, options, fork_here()))
     except CrashTestError as err:
-        print(f"crashtest: error: {err}", file=sys.stderr)
+        print(f"crashtest: error: {shown(err)}", file=sys.stderr)
         code = EXIT_BAD_INPUT
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # before the event loop took SIGINT over
         code = 128 + signal.SIGINT
-    except asyncio.CancelledError:  # SIGTERM
-        code = 128 + signal.SIGTERM
     exit_now(code)
 
 

@@ -9,21 +9,28 @@ the bench all go through it.
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from temporal_crashtest._connect import configured, connect
 from temporal_crashtest._devserver import LOCAL_SERVER, PrivateDevServer, listening
-from temporal_crashtest._errors import CrashTestAborted, CrashTestError, InputError
+from temporal_crashtest._errors import (
+    CrashPointError,
+    CrashTestAborted,
+    CrashTestError,
+    InputError,
+)
 from temporal_crashtest._groups import run_cells
+from temporal_crashtest._hazards import deploy_hazards
 from temporal_crashtest._loading import load_callable, load_data_converter, load_plugins
-from temporal_crashtest._model import Drive, Observe, Target, to_json
+from temporal_crashtest._model import Drive, Observe, Reference, Target, to_json
 from temporal_crashtest._points import MAX_REPEAT, CrashPoint
 from temporal_crashtest._processes import ForkedServer, NotForked, Processes
 from temporal_crashtest._report import Cell, Report, differences, short
@@ -47,7 +54,7 @@ class _Nothing:
 NOTHING: Any = _Nothing()  # `expect` not given (None is a state one may expect)
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class CrashTestOptions:
     """How a crash test runs; every field has the command line's default.
 
@@ -94,8 +101,15 @@ class CrashTestOptions:
         """InputError (or CrashPointError) for an option out of range, before anything starts."""
         if self.jobs < 1:
             raise InputError("jobs must be at least 1")
-        if self.deadline_s <= 0:
-            raise InputError("deadline_s must be positive")
+        if not (math.isfinite(self.deadline_s) and self.deadline_s > 0):
+            raise InputError(
+                f"deadline_s must be a positive number of seconds, not {self.deadline_s}"
+            )
+        if self.points is not None and not self.points:
+            raise InputError(
+                "no crash points given: a test of none would pass without testing anything "
+                "(leave points out for every boundary's)"
+            )
         if not 1 <= self.repeat <= MAX_REPEAT:
             raise InputError(f"repeat must be 1 to {MAX_REPEAT}")
         for point in self.points or ():
@@ -108,6 +122,8 @@ def check_target(target: Target) -> None:
     """Load every reference the workers will load, here, once: a typo is one InputError now,
     not a failure in every worker process."""
     load_callable(target.worker, "the worker factory")
+    if target.deploy_to is not None:
+        load_callable(target.deploy_to, "the deployed version's worker factory (--deploy-to)")
     load_data_converter(target.data_converter)
     load_plugins(list(target.plugins), build=False)  # built once, by each process that uses them
 
@@ -148,6 +164,10 @@ async def crash_test(
     log_dir.mkdir(parents=True, exist_ok=True)
     try:
         report = await _crash_test(target, observe, options, forked, log_dir)
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        if options.say is not None:
+            options.say(f"stopped; the workers' logs are in {log_dir}")
+        raise
     except CrashTestAborted as err:
         raise CrashTestAborted(f"{err}; the workers' logs are in {log_dir}") from None
     except CrashTestError:  # bad input, no server: there is nothing worth keeping
@@ -168,25 +188,11 @@ async def _crash_test(
     forked: ForkedServer | NotForked,
     log_dir: Path,
 ) -> Report:
+    """Find or start a Temporal server, run the reference, then every cell; the workers and a
+    private dev server are gone when it returns or raises."""
     started = time.monotonic()
     say = options.say or (lambda _: None)
-    server = None
-    settings = {} if options.dev_server else configured()  # the CLI's: environment, profile
-    address = None if options.dev_server else options.address or settings.get("target_host")
-    namespace = options.namespace or settings.get("namespace") or "default"
-    if not address and not options.dev_server and listening(*LOCAL_SERVER):
-        address = ":".join(map(str, LOCAL_SERVER))
-    if not address:
-        server = PrivateDevServer(log_dir / "temporal-dev-server.log")
-        address = server.start()
-        why = (
-            "as asked"
-            if options.dev_server
-            else f"no Temporal at {':'.join(map(str, LOCAL_SERVER))}"
-        )
-        say(f"{why}: a private dev server on {address}")
-    else:
-        say(f"Temporal at {address}, namespace {namespace} (every cell's run is in its web UI)")
+    address, namespace, server = _server_for(options, log_dir, say)
     procs = Processes(log_dir, os.environ)
     try:
         forks = asyncio.ensure_future(_start_forks(procs, target, forked, say))
@@ -207,52 +213,113 @@ async def _crash_test(
             deadline_s=options.deadline_s,
             real_timeouts=options.real_timeouts,
         )
-        say(f"reference run of {target.workflow} (no crash)")
-        reference = await runner.reference(target)
-        say(f"reference state: {short(reference.observed, REFERENCE_CHARS)}")
-        if reference.end != "completed":  # by design, or not: every cell must end so too
-            say(f"the run without a crash ends {reference.end}")
+        reference = await _references(runner, target, say)
+        deployed = reference.deployed
+        hazards = deploy_hazards(reference.tree, deployed.tree) if deployed else []
         report = Report(
             workflow=target.workflow,
             activities=[b.label for b in reference.boundaries],
             reference=reference.observed,
             cells=[],
             seconds=0.0,
-            warnings=list(reference.tree.warnings),
+            warnings=[*reference.tree.warnings, *hazards],
             real_timeouts=options.real_timeouts,
             reference_end=reference.end,
+            deploy_to=target.deploy_to,
+            deployed_reference=deployed.observed if deployed else None,
         )
         if options.expect is not NOTHING:
             report.expect_diff = differences(to_json(options.expect, "expect"), reference.observed)
         if report.expect_diff is None:
-            points, report.untested = reference.select(
-                list(options.points) if options.points is not None else None, options.repeat
-            )
-            labels = [b.label for b in reference.boundaries]
-            names = ", ".join(labels[:NAMES_SHOWN]) + (
-                f", … {labels[-1]}" if len(labels) > NAMES_SHOWN else ""
-            )
-            say(
-                f"{len(reference.boundaries)} boundaries ({names}): {len(points)} crash points, "
-                f"{min(options.jobs, len(points))} at a time"
-            )
-            made = await run_cells(
-                runner,
-                target,
-                points,
-                reference,
-                options.jobs,
-                exact=options.exact,
-                progress=options.progress,
-                say=say,
-            )
-            report.cells, report.runs, report.groups = made.cells, made.runs, made.groups
+            await _run_the_cells(runner, target, reference, options, report, say)
     finally:
         await procs.kill_all_and_reap()
         if server is not None:
             server.stop()
     report.seconds = round(time.monotonic() - started, 1)
     return report
+
+
+async def _references(runner: Runner, target: Target, say: Callable[[str], None]) -> Reference:
+    """The run without a crash; in a deploy test, the deployed version's too (a crashed run
+    may end in either's state)."""
+    say(f"reference run of {target.workflow} (no crash)")
+    reference = await runner.reference(target)
+    say(f"reference state: {short(reference.observed, REFERENCE_CHARS)}")
+    if reference.end != "completed":  # by design, or not: every cell must end so too
+        say(f"the run without a crash ends {reference.end}")
+    if target.deploy_to is None:
+        return reference
+    say(f"reference run of {target.workflow} on the deployed version ({target.deploy_to})")
+    deployed = await runner.reference(replace(target, worker=target.deploy_to, deploy_to=None))
+    say(f"deployed version's reference state: {short(deployed.observed, REFERENCE_CHARS)}")
+    return replace(reference, deployed=deployed)
+
+
+def _server_for(
+    options: CrashTestOptions, log_dir: Path, say: Callable[[str], None]
+) -> tuple[str, str, PrivateDevServer | None]:
+    """The Temporal server's address and namespace: as given, else the Temporal CLI's
+    configuration, else a server on the local default port, else a private dev server (returned,
+    to be stopped)."""
+    settings = {} if options.dev_server else configured()  # the CLI's: environment, profile
+    address = None if options.dev_server else options.address or settings.get("target_host")
+    namespace = options.namespace or settings.get("namespace") or "default"
+    if not address and not options.dev_server and listening(*LOCAL_SERVER):
+        address = ":".join(map(str, LOCAL_SERVER))
+    if address:
+        say(f"Temporal at {address}, namespace {namespace} (every cell's run is in its web UI)")
+        return address, namespace, None
+    server = PrivateDevServer(log_dir / "temporal-dev-server.log")
+    address = server.start()
+    why = "as asked" if options.dev_server else f"no Temporal at {':'.join(map(str, LOCAL_SERVER))}"
+    say(f"{why}: a private dev server on {address}")
+    return address, namespace, server
+
+
+async def _run_the_cells(
+    runner: Runner,
+    target: Target,
+    reference: Reference,
+    options: CrashTestOptions,
+    report: Report,
+    say: Callable[[str], None],
+) -> None:
+    """Choose the crash points (`--points`, `--repeat`), run their cells and put them, and what
+    was left untested, in the report."""
+    chosen = list(options.points) if options.points is not None else None
+    points, report.untested = reference.select(chosen, options.repeat)
+    if target.deploy_to is not None and (
+        resets := [p.crash_at for p in points if not p.moment.kills_a_worker]
+    ):
+        raise CrashPointError(
+            f"{', '.join(resets)}: a reset on the deployed version is not supported yet; "
+            "crash-test resets without --deploy-to"
+        )
+    if not points:  # a test of none would pass without testing anything
+        raise CrashTestAborted(
+            "there is no crash point to test: "
+            + "; ".join(f"{u.boundary}: {u.why}" for u in report.untested)
+        )
+    labels = [b.label for b in reference.boundaries]
+    names = ", ".join(labels[:NAMES_SHOWN]) + (
+        f", … {labels[-1]}" if len(labels) > NAMES_SHOWN else ""
+    )
+    say(
+        f"{len(reference.boundaries)} boundaries ({names}): {len(points)} crash points, "
+        f"{min(options.jobs, len(points))} at a time"
+    )
+    made = await run_cells(
+        runner,
+        target,
+        points,
+        reference,
+        options.jobs,
+        exact=options.exact or target.deploy_to is not None,  # each kill on the old version
+        progress=options.progress,
+        say=say,
+    )
+    report.cells, report.runs, report.groups = made.cells, made.runs, made.groups
 
 
 async def _start_forks(

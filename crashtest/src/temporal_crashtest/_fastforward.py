@@ -9,8 +9,11 @@ worker is dead:
 - every activity attempt it held is failed through its task token with a retryable failure
   (`WORKER_KILLED`), which the server retries under the activity's own retry policy, as it would
   after the timeout. An attempt that the timeout would end for good (no attempt left, or the
-  schedule-to-close timeout too near) is left to the timeout: the workflow then sees exactly
-  what it would in production;
+  schedule-to-close timeout too near) has that timeout shortened to `ENDING_TIMEOUT` on the
+  server (UpdateActivityOptions): the server times it out itself, with the timeout production
+  would meet, so the workflow sees the activity fail exactly as it would once the timeout
+  expired, and handles it as its code says (a `try`/`except` around an optional step goes on to
+  the normal end);
 - so is every other attempt the server says the dead worker holds (a pending activity of the
   tree last started by its identity): one that had returned but whose completion was not sent
   yet, a task it had received and not started. These are failed by id, and named;
@@ -32,25 +35,28 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from temporalio.api.activity.v1 import ActivityOptions
 from temporalio.api.common.v1 import Payloads, WorkflowExecution
-from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.api.failure.v1 import ApplicationFailureInfo, Failure
 from temporalio.api.workflow.v1 import PendingActivityInfo
 from temporalio.api.workflowservice.v1 import (
     ResetStickyTaskQueueRequest,
     RespondActivityTaskFailedByIdRequest,
     RespondActivityTaskFailedRequest,
+    UpdateActivityOptionsRequest,
 )
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 
 from temporal_crashtest._interceptor import WORKER_KILLED, Attempt
-from temporal_crashtest._polling import open_runs
+from temporal_crashtest._polling import OpenRun, open_runs
 
 # A workflow task here takes 10-250 ms, 11 cells at once on 2 cores: 1 s leaves room for a loaded
 # machine; a task that times out all the same where production's would not (a live worker's, or
 # an unrecorded attempt) runs its cell again without it (history.unexplained_task_timeouts).
 SHORT_TASK_TIMEOUT = timedelta(seconds=1)
+ENDING_TIMEOUT = timedelta(seconds=1)  # what a dead worker's last attempt's timeout becomes
 IDENTITY = "temporal-crashtest"
 
 
@@ -61,6 +67,9 @@ class FastForward:
 
     done: list[str]
     also_held: list[str]
+
+
+_Where = tuple[str, str, str]  # workflow id, run id, activity id
 
 
 async def fast_forward(
@@ -75,7 +84,7 @@ async def fast_forward(
     details): those its interceptor reported (`attempts`), and every other pending activity the
     server last started on the dead worker (`identity`)."""
     runs = await open_runs(client, handle)
-    details: dict[tuple[str, str, str], Payloads] = {}
+    details: dict[_Where, Payloads] = {}
     others: list[tuple[str, str, PendingActivityInfo]] = []
     known = {(a.workflow_id, a.run_id, a.activity_id) for a in attempts}
     for run in runs:
@@ -86,71 +95,155 @@ async def fast_forward(
             if identity and started and pending.last_worker_identity == identity:
                 if key not in known:
                     others.append((run.description.id, run.description.run_id, pending))
+    await asyncio.gather(*(_off_sticky(client, r) for r in runs))
+    failure = _killed(why)
+    ends = await asyncio.gather(*(_end(client, a, details, failure) for a in attempts))
+    held = await asyncio.gather(*(end_held(client, *p, why) for p in others))
+    also = [p[2].activity_type.name for p, ok in zip(others, held, strict=True) if ok]
+    return FastForward(_what_was_done(len(runs), attempts, ends, also), also)
 
-    async def off_sticky(workflow_id: str, run_id: str) -> None:
-        with contextlib.suppress(RPCError):  # the run closed meanwhile
-            await client.workflow_service.reset_sticky_task_queue(
-                ResetStickyTaskQueueRequest(
-                    namespace=client.namespace,
-                    execution=WorkflowExecution(workflow_id=workflow_id, run_id=run_id),
-                )
+
+async def _off_sticky(client: Client, run: OpenRun) -> None:
+    """The run's next workflow task goes to its normal queue, not the dead worker's."""
+    with contextlib.suppress(RPCError):  # the run closed meanwhile
+        await client.workflow_service.reset_sticky_task_queue(
+            ResetStickyTaskQueueRequest(
+                namespace=client.namespace,
+                execution=WorkflowExecution(
+                    workflow_id=run.description.id, run_id=run.description.run_id
+                ),
             )
+        )
 
-    await asyncio.gather(*(off_sticky(r.description.id, r.description.run_id) for r in runs))
-    failure = Failure(
+
+async def _end(
+    client: Client, attempt: Attempt, details: dict[_Where, Payloads], failure: Failure
+) -> str | None:
+    """End an attempt the dead worker held: failed, to be retried, with its last heartbeat's
+    details, or (no retry follows) timed out soon. A line for the report if it had ended
+    already, else None."""
+    where = (attempt.workflow_id, attempt.run_id, attempt.activity_id)
+    if not attempt.retryable:
+        return await _time_out_soon(client, *where, attempt.timeout)
+    beat = details.get(where)
+    request = RespondActivityTaskFailedRequest(
+        namespace=client.namespace,
+        task_token=attempt.task_token(),
+        failure=failure,
+        identity=IDENTITY,
+        last_heartbeat_details=beat if beat is not None and beat.payloads else None,
+    )
+    try:
+        await client.workflow_service.respond_activity_task_failed(request)
+    except RPCError as err:  # it ended already (timed out, or its run closed)
+        return f"an attempt had ended already ({err.status.name}: {err.message})"
+    return None
+
+
+def _what_was_done(
+    runs: int, attempts: list[Attempt], ends: list[str | None], also: list[str]
+) -> list[str]:
+    """The fast-forward's lines for the report."""
+    done = [f"{runs} open run(s) taken off the killed worker's sticky queue"]
+    if retried := sum(e is None for e, a in zip(ends, attempts, strict=True) if a.retryable):
+        done.append(f"{retried} attempt(s) it held failed at once, to be retried")
+    for e, a in zip(ends, attempts, strict=True):
+        if e is None and not a.retryable:
+            done.append(
+                f"an attempt no retry follows: its {a.timeout} timeout"
+                f"{f' ({a.timeout_s:g} s)' if a.timeout_s else ''} shortened to "
+                f"{ENDING_TIMEOUT.total_seconds():g} s, so the server times it out now and the "
+                "workflow handles the activity's failure"
+            )
+    if also:
+        done.append(
+            f"{len(also)} more it held (returned, not yet reported, or received, not started: "
+            f"{', '.join(also)}) ended at once (failed to be retried, or timed out)"
+        )
+    return done + sorted({e for e in ends if e is not None})
+
+
+def _killed(why: str) -> Failure:
+    """The failure an attempt a killed worker held is ended with: retryable, of its own type."""
+    return Failure(
         message=f"worker killed by crashtest: {why}",
         application_failure_info=ApplicationFailureInfo(type=WORKER_KILLED, non_retryable=False),
     )
 
-    async def end(attempt: Attempt) -> str | None:
-        beat = details.get((attempt.workflow_id, attempt.run_id, attempt.activity_id))
-        request = RespondActivityTaskFailedRequest(
-            namespace=client.namespace,
-            task_token=attempt.task_token(),
-            failure=failure,
-            identity=IDENTITY,
-            last_heartbeat_details=beat if beat is not None and beat.payloads else None,
-        )
-        try:
-            await client.workflow_service.respond_activity_task_failed(request)
-        except RPCError as err:  # it ended already (timed out, or its run closed)
-            return f"an attempt had ended already ({err.status.name}: {err.message})"
-        return None
 
-    async def end_by_id(workflow_id: str, run_id: str, pending: PendingActivityInfo) -> bool:
-        beat = pending.heartbeat_details
-        request = RespondActivityTaskFailedByIdRequest(
-            namespace=client.namespace,
-            workflow_id=workflow_id,
-            run_id=run_id,
-            activity_id=pending.activity_id,
-            failure=failure,
-            identity=IDENTITY,
-            last_heartbeat_details=beat if beat.payloads else None,
-        )
-        try:
-            await client.workflow_service.respond_activity_task_failed_by_id(request)
-        except RPCError:  # it ended already (completed, timed out, or its run closed)
-            return False
-        return True
+async def end_held(
+    client: Client, workflow_id: str, run_id: str, pending: PendingActivityInfo, why: str
+) -> bool:
+    """End a pending activity's attempt that a dead worker holds: failed, to be retried, or, if
+    no retry follows, timed out by the server now (`_time_out_soon`). False if it had ended."""
+    if not _retry_follows(pending):
+        kind = await _timeout_of(client, workflow_id, run_id, pending.activity_id)
+        return await _time_out_soon(client, workflow_id, run_id, pending.activity_id, kind) is None
+    beat = pending.heartbeat_details
+    request = RespondActivityTaskFailedByIdRequest(
+        namespace=client.namespace,
+        workflow_id=workflow_id,
+        run_id=run_id,
+        activity_id=pending.activity_id,
+        failure=_killed(why),
+        identity=IDENTITY,
+        last_heartbeat_details=beat if beat.payloads else None,
+    )
+    try:
+        await client.workflow_service.respond_activity_task_failed_by_id(request)
+    except RPCError:  # it ended already (completed, timed out, or its run closed)
+        return False
+    return True
 
-    ends = await asyncio.gather(*(end(a) for a in attempts if a.retryable))
-    retried = [p for p in others if _retry_follows(p[2])]
-    by_id = await asyncio.gather(*(end_by_id(*p) for p in retried))
-    done = [f"{len(runs)} open run(s) taken off the killed worker's sticky queue"]
-    if ended := sum(e is None for e in ends):
-        done.append(f"{ended} attempt(s) it held failed at once, to be retried")
-    also = [p[2].activity_type.name for p, ok in zip(retried, by_id, strict=True) if ok]
-    if also:
-        done.append(
-            f"{len(also)} more it held (returned, not yet reported, or received, not started: "
-            f"{', '.join(also)}) failed at once, to be retried"
+
+_TIMEOUT_FIELDS = {
+    "heartbeat": "heartbeat_timeout",
+    "start-to-close": "start_to_close_timeout",
+    "schedule-to-close": "schedule_to_close_timeout",
+}
+
+
+async def _time_out_soon(
+    client: Client, workflow_id: str, run_id: str, activity_id: str, kind: str
+) -> str | None:
+    """Shorten the pending activity's timeout of `kind` (heartbeat, start-to-close, ...) to
+    ENDING_TIMEOUT on the server, which then times the attempt out as production's timeout
+    would, only sooner; why not, if it could not be done."""
+    name = _TIMEOUT_FIELDS.get(kind, "start_to_close_timeout")
+    options = ActivityOptions()
+    getattr(options, name).FromTimedelta(ENDING_TIMEOUT)
+    request = UpdateActivityOptionsRequest(
+        namespace=client.namespace,
+        execution=WorkflowExecution(workflow_id=workflow_id, run_id=run_id),
+        identity=IDENTITY,
+        id=activity_id,
+        activity_options=options,
+    )
+    request.update_mask.paths.append(name)
+    try:
+        await client.workflow_service.update_activity_options(request)
+    except RPCError as err:  # it ended already (its run closed), or the server cannot
+        return (
+            f"an attempt no retry follows is left to its timeout ({err.status.name}: {err.message})"
         )
-    done += sorted({e for e in ends if e is not None})
-    final = sum(not a.retryable for a in attempts) + len(others) - len(retried)
-    if final:
-        done.append(f"{final} attempt(s) left to their timeout (no retry would follow it)")
-    return FastForward(done, also)
+    return None
+
+
+async def _timeout_of(client: Client, workflow_id: str, run_id: str, activity_id: str) -> str:
+    """Which timeout ends an attempt of that activity whose worker died, from its scheduled
+    event."""
+    history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+    for e in history.events:
+        a = e.activity_task_scheduled_event_attributes
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED and (
+            a.activity_id == activity_id
+        ):
+            if a.heartbeat_timeout.ToSeconds():
+                return "heartbeat"
+            if a.start_to_close_timeout.ToSeconds():
+                return "start-to-close"
+            return "schedule-to-close"
+    return "start-to-close"
 
 
 def _retry_follows(pending: PendingActivityInfo) -> bool:

@@ -24,11 +24,13 @@ import os
 import select
 import signal
 import sys
+from pathlib import Path
 from typing import IO, Any
 
 from temporal_crashtest._errors import InputError
 from temporal_crashtest._exits import exit_now
 from temporal_crashtest._loading import load_callable, load_data_converter, load_plugins
+from temporal_crashtest._outputs import open_log
 from temporal_crashtest._processes import ForkedServer, NotForked, die_with_parent
 
 REAP_EVERY_S = 0.02  # how soon a worker's end is reported
@@ -105,7 +107,7 @@ def _run_worker(request: dict[str, Any]) -> int:
     """In the forked child: become the worker process the request describes."""
     import temporal_crashtest.worker as worker
 
-    log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    log = open_log(Path(request["log"]))
     os.dup2(log, 1)
     os.dup2(log, 2)
     os.close(log)

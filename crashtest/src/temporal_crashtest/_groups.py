@@ -32,7 +32,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from temporal_crashtest._model import CellPoint, Reference, Target
-from temporal_crashtest._points import Moment
 from temporal_crashtest._report import Cell
 from temporal_crashtest._runner import GroupRun, Runner
 
@@ -60,19 +59,22 @@ class Cells:
 def groupable(point: CellPoint) -> bool:
     """A reset runs to the end first, and a repeat crashes at one point again: each is a run of
     its own."""
-    return point.repeat == 1 and point.moment in (Moment.AFTER_EFFECT, Moment.AFTER_CHECKPOINT)
+    return point.repeat == 1 and point.moment.kills_a_worker
 
 
 def run_order(points: list[CellPoint]) -> list[CellPoint]:
     """The order the run without a crash reached them: an activity's effect when its attempt
     ended, its checkpoint when the workflow task that took its result started (siblings' effects
-    come before the task that takes all their results)."""
+    come before the task that takes all their results), the task that scheduled it when it was
+    scheduled."""
 
     def when(p: CellPoint) -> tuple[object, ...]:
         b = p.boundary
-        if p.moment is Moment.AFTER_EFFECT:
-            return (b.ended, 0, b.number)
-        return (max(b.taken, b.ended), 1, b.number)
+        if p.moment.kills_as_scheduled:
+            return (b.scheduled, 1, b.number)
+        if p.moment.kills_in_the_workflow:
+            return (max(b.taken, b.ended), 1, b.number)
+        return (b.ended, 0, b.number)
 
     return sorted(points, key=when)
 
@@ -161,56 +163,10 @@ async def run_cells(
     """Every crash point's verdict, `jobs` runs at a time: a cell per point (`exact`, and
     resets and repeats always), or the points in groups, split where they differ."""
     tell = say or (lambda _: None)
-    limit = asyncio.Semaphore(jobs)
-    done: dict[CellPoint, Cell] = {}
-    runs = 0
-    splits = {kind: _Splits() for kind in (False, True)}  # by whether the kills hold a task
     grouped = [] if exact else run_order([p for p in points if groupable(p)])
     in_groups = set(grouped)
     alone = [p for p in points if p not in in_groups]
     groups = first_groups(grouped, jobs)
-
-    def record(point: CellPoint, cell: Cell) -> None:
-        done[point] = cell
-        if progress is not None:
-            progress(len(done), len(points), cell)
-
-    async def single(point: CellPoint) -> None:
-        nonlocal runs
-        async with limit:
-            runs += 1
-            cell = await runner.cell(target, point, reference)
-        record(point, cell)
-
-    async def group(tasks: asyncio.TaskGroup, members: list[CellPoint]) -> None:
-        nonlocal runs
-        if len(members) == 1:
-            await single(members[0])
-            return
-        async with limit:
-            runs += 1
-            outcome = await runner.group(target, members, reference)
-        reached, rest = members[: outcome.reached], members[outcome.reached :]
-        if outcome.why is None:
-            for point in reached:
-                record(point, _cleared(point, outcome))
-        if rest:  # not reached: the run went another way; the first of them on its own
-            parts = [rest] if reached else [rest[:1], rest[1:]]
-            for part in (p for p in parts if p):
-                tasks.create_task(group(tasks, part))
-        if not reached:
-            return
-        kind = splits[reached[0].holds_a_task]
-        kind.record(outcome.why is not None)
-        if outcome.why is not None:
-            parts = kind.parts(reached)
-            tell(
-                f"the group {_span(reached)} ({len(reached)} points) differs ({outcome.why}): "
-                f"run again as {' + '.join(str(len(p)) for p in parts)}"
-            )
-            for part in parts:
-                tasks.create_task(group(tasks, part))
-
     if groups:
         sizes = sorted({len(g) for g in groups})
         tell(
@@ -218,12 +174,77 @@ async def run_cells(
             f"{'-'.join(map(str, sizes[:: max(1, len(sizes) - 1)]))} (one run each; a group "
             "that differs is split down to single points)"
         )
+    runs = _Runs(runner, target, reference, jobs, len(points), progress, tell)
     async with asyncio.TaskGroup() as tasks:
         for members in groups:
-            tasks.create_task(group(tasks, members))
+            tasks.create_task(runs.group(tasks, members))
         for point in alone:
-            tasks.create_task(single(point))
-    return Cells([done[p] for p in points], runs, len(groups))
+            tasks.create_task(runs.single(point))
+    return Cells([runs.done[p] for p in points], runs.made, len(groups))
+
+
+class _Runs:
+    """The runs of one crash test's cells and groups, at most `jobs` at a time, and the cells
+    they have decided (`done`)."""
+
+    def __init__(
+        self,
+        runner: Runner,
+        target: Target,
+        reference: Reference,
+        jobs: int,
+        total: int,
+        progress: ProgressFn | None,
+        tell: Callable[[str], None],
+    ) -> None:
+        self.runner, self.target, self.reference = runner, target, reference
+        self.limit = asyncio.Semaphore(jobs)
+        self.total, self.progress, self.tell = total, progress, tell
+        self.done: dict[CellPoint, Cell] = {}
+        self.made = 0  # runs made: a group's, a cell's
+        self.splits = {kind: _Splits() for kind in (False, True)}  # by: the kills hold a task
+
+    def record(self, point: CellPoint, cell: Cell) -> None:
+        self.done[point] = cell
+        if self.progress is not None:
+            self.progress(len(self.done), self.total, cell)
+
+    async def single(self, point: CellPoint) -> None:
+        """A cell of its own."""
+        async with self.limit:
+            self.made += 1
+            cell = await self.runner.cell(self.target, point, self.reference)
+        self.record(point, cell)
+
+    async def group(self, tasks: asyncio.TaskGroup, members: list[CellPoint]) -> None:
+        """One run crashed at each of `members`: the points it reached clear if it ends as the
+        reference did; those it did not reach, and the parts of one that differs, run again."""
+        if len(members) == 1:
+            await self.single(members[0])
+            return
+        async with self.limit:
+            self.made += 1
+            outcome = await self.runner.group(self.target, members, self.reference)
+        reached, rest = members[: outcome.reached], members[outcome.reached :]
+        if outcome.why is None:
+            for point in reached:
+                self.record(point, _cleared(point, outcome))
+        if rest:  # not reached: the run went another way; the first of them on its own
+            parts = [rest] if reached else [rest[:1], rest[1:]]
+            for part in (p for p in parts if p):
+                tasks.create_task(self.group(tasks, part))
+        if not reached:
+            return
+        kind = self.splits[reached[0].holds_a_task]
+        kind.record(outcome.why is not None)
+        if outcome.why is not None:
+            parts = kind.parts(reached)
+            self.tell(
+                f"the group {_span(reached)} ({len(reached)} points) differs ({outcome.why}): "
+                f"run again as {' + '.join(str(len(p)) for p in parts)}"
+            )
+            for part in parts:
+                tasks.create_task(self.group(tasks, part))
 
 
 def _cleared(point: CellPoint, outcome: GroupRun) -> Cell:

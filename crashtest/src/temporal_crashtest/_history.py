@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -17,7 +18,8 @@ from temporalio.api.enums.v1 import (
     EventType,
     TimeoutType,
 )
-from temporalio.api.history.v1 import HistoryEvent
+from temporalio.api.failure.v1 import Failure
+from temporalio.api.history.v1 import ActivityTaskScheduledEventAttributes, HistoryEvent
 from temporalio.client import WorkflowHistory
 
 from temporal_crashtest._interceptor import (
@@ -31,7 +33,13 @@ LOCAL_ACTIVITY_MARKER = "core_local_activity"
 INPUT_CHARS = 24
 
 
-@dataclass(frozen=True)
+# How an activity ended in its run (a boundary's `closed`).
+COMPLETED, FAILED, TIMED_OUT, CANCELLED, OPEN = (
+    "completed", "failed", "timed out", "cancelled", "still running"
+)  # fmt: skip
+
+
+@dataclass(kw_only=True, frozen=True)
 class RunHistory:
     """One run of one workflow of the tree, and its place in it."""
 
@@ -43,12 +51,12 @@ class RunHistory:
     history: WorkflowHistory
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Boundary:
     """An activity or local activity of the tree: a place a killed worker can repeat an effect."""
 
     number: int  # 1-based, across the whole tree in scheduling order
-    scope: str  # the run it belongs to (see crashtest.interceptor)
+    scope: str  # the run it belongs to (see _interceptor)
     position: int  # 1-based, within its run
     activity: str  # the activity type, as the history spells it
     local: bool
@@ -58,8 +66,10 @@ class Boundary:
     workflow_id: str  # its run, for a reset
     run_id: str
     reset_event_id: int  # the workflow task that scheduled it (a reset goes back to there)
+    scheduled: datetime = datetime.min  # when that task's commands were recorded
     ended: datetime = datetime.min  # when its last attempt ended (a local one: its marker)
     taken: datetime = datetime.min  # when the workflow task that took its result started
+    closed: str = COMPLETED  # how it ended in its run: completed, failed, timed out, ...
 
 
 @dataclass
@@ -86,11 +96,14 @@ class Tree:
             return False
         events = list(run.history.events)
         scheduled = next(
-            (e.event_id for e in events
-             if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-             and e.activity_task_scheduled_event_attributes.activity_id == b.activity_id),
+            (
+                e.event_id
+                for e in events
+                if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+                and e.activity_task_scheduled_event_attributes.activity_id == b.activity_id
+            ),
             None,
-        )  # fmt: skip
+        )
         ended = next((i for i, e in enumerate(events) if _closes_activity(e) == scheduled), None)
         if scheduled is None or ended is None:
             return False
@@ -113,6 +126,14 @@ RUN_ENDS = frozenset({
 })  # fmt: skip
 
 
+_CLOSINGS = {
+    EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED: COMPLETED,
+    EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED: FAILED,
+    EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT: TIMED_OUT,
+    EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED: CANCELLED,
+}
+
+
 def _closes_activity(e: HistoryEvent) -> int | None:
     """The scheduled event id of the activity this event ends, if it ends one."""
     if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
@@ -124,7 +145,7 @@ def _closes_activity(e: HistoryEvent) -> int | None:
     return None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Found:
     """A boundary as the history shows it, before it is numbered and named."""
 
@@ -138,6 +159,7 @@ class _Found:
     input: str = ""
     ended: datetime = datetime.min
     taken: datetime = datetime.min
+    closed: str = OPEN
 
 
 def _short_input(payloads: list[Payload]) -> str:
@@ -180,71 +202,105 @@ def _found_in(run: RunHistory, untested: list[Untested], served: frozenset[str])
         if closed is not None and closed in by_scheduled:
             by_scheduled[closed].ended = e.event_time.ToDatetime()
             untaken.append(by_scheduled[closed])
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED:
+            cancelled = e.activity_task_canceled_event_attributes.scheduled_event_id
+            if cancelled in by_scheduled:
+                by_scheduled[cancelled].closed = CANCELLED
+        elif closed is not None and closed in by_scheduled:
+            by_scheduled[closed].closed = _CLOSINGS[e.event_type]
         if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
             for f in untaken:
                 f.taken = e.event_time.ToDatetime()
             untaken = []
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            a = e.activity_task_scheduled_event_attributes
-            stamp = decode_stamp(a.header.fields.get(STAMP_HEADER))
-            name = a.activity_type.name
-            if stamp is None:
-                untested.append(
-                    Untested(
-                        f"{run.workflow_type} {name} (id {a.activity_id})",
-                        "scheduled without crashtest's stamp: its worker is not "
-                        "one of crashtest's (another task queue?)",
-                    )
-                )
-                continue
-            if a.task_queue.name != run.task_queue and a.task_queue.name not in served:
-                untested.append(
-                    Untested(
-                        f"{run.workflow_type} {name}",
-                        f"runs on task queue {a.task_queue.name}, which "
-                        "crashtest's workers do not poll",
-                    )
-                )
-                continue
-            activities.append(
-                _Found(
-                    run,
-                    stamp.position,
-                    name,
-                    False,
-                    a.activity_id,
-                    e.event_time.ToDatetime(),
-                    a.workflow_task_completed_event_id,
-                    _short_input(list(a.input.payloads)),
-                )
-            )
-            by_scheduled[e.event_id] = activities[-1]
+            found = _scheduled(run, e, untested, served)
+            if found is not None:
+                activities.append(found)
+                by_scheduled[e.event_id] = found
         elif (
             e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
             and e.marker_recorded_event_attributes.marker_name == LOCAL_ACTIVITY_MARKER
         ):
-            m = e.marker_recorded_event_attributes
-            try:
-                data = json.loads(m.details["data"].payloads[0].data)
-                seq = int(data["seq"])
-            except (KeyError, IndexError, ValueError, TypeError):
-                where = f"{run.workflow_type} local activity (event {e.event_id})"
-                untested.append(Untested(where, "its marker cannot be read"))
-                continue
-            markers.setdefault(
-                seq,
-                _Found(
-                    run,
-                    0,
-                    str(data.get("activity_type", "?")),
-                    True,
-                    str(data.get("activity_id", "")),
-                    e.event_time.ToDatetime(),
-                    m.workflow_task_completed_event_id,
-                    ended=e.event_time.ToDatetime(),
-                    taken=e.event_time.ToDatetime(),
-                ),
+            marked = _local_activity(run, e, untested)
+            if marked is not None:
+                markers.setdefault(*marked)
+    return _with_locals_placed(run, activities, markers, untested)
+
+
+def _scheduled(
+    run: RunHistory, e: HistoryEvent, untested: list[Untested], served: frozenset[str]
+) -> _Found | None:
+    """The activity an ActivityTaskScheduled event schedules; None (and why, in `untested`) if
+    crashtest's workers do not run it."""
+    a = e.activity_task_scheduled_event_attributes
+    stamp = decode_stamp(a.header.fields.get(STAMP_HEADER))
+    name = a.activity_type.name
+    if stamp is None:
+        untested.append(
+            Untested(
+                f"{run.workflow_type} {name} (id {a.activity_id})",
+                "scheduled without crashtest's stamp: its worker is not "
+                "one of crashtest's (another task queue?)",
             )
+        )
+        return None
+    if a.task_queue.name != run.task_queue and a.task_queue.name not in served:
+        untested.append(
+            Untested(
+                f"{run.workflow_type} {name}",
+                f"runs on task queue {a.task_queue.name}, which crashtest's workers do not poll",
+            )
+        )
+        return None
+    return _Found(
+        run=run,
+        position=stamp.position,
+        activity=name,
+        local=False,
+        activity_id=a.activity_id,
+        time=e.event_time.ToDatetime(),
+        reset_event_id=a.workflow_task_completed_event_id,
+        input=_short_input(list(a.input.payloads)),
+    )
+
+
+def _local_activity(
+    run: RunHistory, e: HistoryEvent, untested: list[Untested]
+) -> tuple[int, _Found] | None:
+    """The local activity a marker records, with its sequence number; None (and why, in
+    `untested`) if the marker cannot be read. Its position is placed later."""
+    m = e.marker_recorded_event_attributes
+    try:
+        data = json.loads(m.details["data"].payloads[0].data)
+        seq = int(data["seq"])
+    except (KeyError, IndexError, ValueError, TypeError):
+        where = f"{run.workflow_type} local activity (event {e.event_id})"
+        untested.append(Untested(where, "its marker cannot be read"))
+        return None
+    found = _Found(
+        run=run,
+        position=0,
+        activity=str(data.get("activity_type", "?")),
+        local=True,
+        activity_id=str(data.get("activity_id", "")),
+        time=e.event_time.ToDatetime(),
+        reset_event_id=m.workflow_task_completed_event_id,
+        ended=e.event_time.ToDatetime(),
+        taken=e.event_time.ToDatetime(),
+        closed=COMPLETED,  # its marker holds its result (or its failure)
+    )
+    return seq, found
+
+
+def _with_locals_placed(
+    run: RunHistory,
+    activities: list[_Found],
+    markers: dict[int, _Found],
+    untested: list[Untested],
+) -> list[_Found]:
+    """All the run's boundaries by position: the local activities take the positions the
+    stamped activities leave free, in the order they ran; if the counts disagree they are
+    untested."""
     taken = {a.position for a in activities}
     free = [p for p in range(1, len(activities) + len(markers) + 1) if p not in taken]
     locals_ = [markers[seq] for seq in sorted(markers)]
@@ -336,19 +392,21 @@ def read_tree(runs: list[RunHistory], served: frozenset[str] = frozenset()) -> T
             label += " (local)"
         tree.boundaries.append(
             Boundary(
-                number,
-                f.run.scope,
-                f.position,
-                f.activity,
-                f.local,
-                label,
-                seen[f.activity],
-                f.activity_id,
-                f.run.workflow_id,
-                f.run.run_id,
-                f.reset_event_id,
-                f.ended,
-                f.taken,
+                number=number,
+                scope=f.run.scope,
+                position=f.position,
+                activity=f.activity,
+                local=f.local,
+                label=label,
+                occurrence=seen[f.activity],
+                activity_id=f.activity_id,
+                workflow_id=f.run.workflow_id,
+                run_id=f.run.run_id,
+                reset_event_id=f.reset_event_id,
+                scheduled=f.time,
+                ended=f.ended,
+                taken=f.taken,
+                closed=f.closed,
             )
         )
     tree.warnings += _repeated_activity_ids(tree)
@@ -395,10 +453,12 @@ class Wait:
     whose: str
     timeout: str  # "heartbeat", "start-to-close", "sticky queue", "workflow task start-to-close"
     seconds: float | None = None
+    then: str = ""  # what follows it, when not a retry ("the activity fails in the workflow")
 
     def __str__(self) -> str:
         size = f" {seconds_text(self.seconds)}" if self.seconds is not None else ""
-        return f"{self.whose} {self.timeout} timeout{size}".strip()
+        then = f", then {self.then}" if self.then else ""
+        return f"{self.whose} {self.timeout} timeout{size}{then}".strip()
 
 
 def recovery_waits(
@@ -421,40 +481,25 @@ def recovery_waits(
     started_attrs = events[0].workflow_execution_started_event_attributes
     recorded = started_attrs.workflow_task_timeout.ToTimedelta().total_seconds()
     task_timeout = task_timeout_s or recorded
-    after = max(
-        (
-            e.event_id
-            for e in events
-            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED
-            and e.workflow_task_started_event_attributes.identity in (killed or set())
-        ),
-        default=0,
-    )
+    after = _last_task_of(events, killed or set())
+    named = labels or {}
     waits: list[Wait] = []
     for e in events:
         if e.event_id <= after:
             continue
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-            started = e.activity_task_started_event_attributes
-            failure = started.last_failure
-            scheduled = by_id[started.scheduled_event_id].activity_task_scheduled_event_attributes
-            if started.attempt < 2:
-                continue
-            if failure.HasField("timeout_failure_info"):
-                kind = _timeout_kind(failure.timeout_failure_info.timeout_type)
-            elif failure.application_failure_info.type == WORKER_KILLED:
-                beats = scheduled.heartbeat_timeout.ToTimedelta().total_seconds() > 0
-                kind = "heartbeat" if beats else "start-to-close"
-            else:
-                continue
-            limit = {
-                "heartbeat": scheduled.heartbeat_timeout,
-                "start-to-close": scheduled.start_to_close_timeout,
-                "schedule-to-start": scheduled.schedule_to_start_timeout,
-            }.get(kind)
-            size = limit.ToTimedelta().total_seconds() if limit else None
-            name = (labels or {}).get(started.scheduled_event_id, scheduled.activity_type.name)
-            waits.append(Wait(name, kind, size))
+            retried = _retried_after(e, by_id, named)
+            if retried is not None:
+                waits.append(retried)
+        elif (final := _final_timeout(e)) is not None:
+            # An attempt no retry followed, ended by its timeout (or failed at once as its
+            # timeout would): the workflow then saw the activity fail.
+            scheduled_id, failure = final
+            scheduled = by_id[scheduled_id].activity_task_scheduled_event_attributes
+            kind = _timeout_kind(failure.timeout_failure_info.timeout_type)
+            name = named.get(scheduled_id, scheduled.activity_type.name)
+            then = "it fails in the workflow (no retry)"
+            waits.append(Wait(name, kind, _length(scheduled, kind), then=then))
         elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
             timed_out = e.workflow_task_timed_out_event_attributes
             scheduled_at = by_id[timed_out.scheduled_event_id].event_time.ToDatetime()
@@ -465,6 +510,69 @@ def recovery_waits(
                 kind = _timeout_kind(timed_out.timeout_type)
                 waits.append(Wait("", f"workflow task {kind}", task_timeout))
     return waits
+
+
+def _last_task_of(events: Sequence[HistoryEvent], killed: set[str]) -> int:
+    """The event id of the last workflow task a killed worker started (0: none): a timeout
+    before it is not the recovery's."""
+    return max(
+        (
+            e.event_id
+            for e in events
+            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED
+            and e.workflow_task_started_event_attributes.identity in killed
+        ),
+        default=0,
+    )
+
+
+def _retried_after(
+    e: HistoryEvent, by_id: dict[int, HistoryEvent], labels: dict[int, str]
+) -> Wait | None:
+    """The timeout an ActivityTaskStarted event's attempt was retried after: its previous
+    attempt timed out, or was failed at once as a killed worker's (`WORKER_KILLED`); None: a
+    first attempt, or a retry after an ordinary failure."""
+    started = e.activity_task_started_event_attributes
+    if started.attempt < 2:
+        return None
+    failure = started.last_failure
+    scheduled = by_id[started.scheduled_event_id].activity_task_scheduled_event_attributes
+    if failure.HasField("timeout_failure_info"):
+        kind = _timeout_kind(failure.timeout_failure_info.timeout_type)
+    elif failure.application_failure_info.type == WORKER_KILLED:
+        beats = scheduled.heartbeat_timeout.ToTimedelta().total_seconds() > 0
+        kind = "heartbeat" if beats else "start-to-close"
+    else:
+        return None
+    name = labels.get(started.scheduled_event_id, scheduled.activity_type.name)
+    return Wait(name, kind, _length(scheduled, kind))
+
+
+def _length(scheduled: ActivityTaskScheduledEventAttributes, kind: str) -> float | None:
+    """The length of the activity's timeout of `kind` (heartbeat, start-to-close, ...), s."""
+    limit = {
+        "heartbeat": scheduled.heartbeat_timeout,
+        "start-to-close": scheduled.start_to_close_timeout,
+        "schedule-to-start": scheduled.schedule_to_start_timeout,
+        "schedule-to-close": scheduled.schedule_to_close_timeout,
+    }.get(kind)
+    return limit.ToTimedelta().total_seconds() if limit else None
+
+
+def _final_timeout(e: HistoryEvent) -> tuple[int, Failure] | None:
+    """(scheduled event id, failure) of an activity that ended on a timeout: timed out, or
+    failed with a timeout's failure (a fast-forward's, for an attempt no retry follows)."""
+    if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
+        attrs = e.activity_task_timed_out_event_attributes
+        failure = attrs.failure
+        if not failure.HasField("timeout_failure_info") and failure.HasField("cause"):
+            failure = failure.cause
+        return attrs.scheduled_event_id, failure
+    if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED:
+        failed = e.activity_task_failed_event_attributes
+        if failed.failure.HasField("timeout_failure_info"):
+            return failed.scheduled_event_id, failed.failure
+    return None
 
 
 def unexplained_task_timeouts(runs: list[RunHistory], killed: set[str]) -> int:
@@ -510,6 +618,40 @@ def unexplained_task_timeouts(runs: list[RunHistory], killed: set[str]) -> int:
     return count
 
 
+def longest_workflow_task_s(runs: list[RunHistory]) -> float:
+    """The longest a workflow task of the runs took, from its start to its completion."""
+    longest = 0.0
+    for run in runs:
+        started: dict[int, datetime] = {}
+        for e in run.history.events:
+            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+                started[e.event_id] = e.event_time.ToDatetime()
+            elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+                begun = started.get(e.workflow_task_completed_event_attributes.started_event_id)
+                if begun is not None:
+                    took = (e.event_time.ToDatetime() - begun).total_seconds()
+                    longest = max(longest, took)
+    return longest
+
+
+def timeouts_without_a_kill(runs: list[RunHistory]) -> int:
+    """In runs nobody killed a worker of: the activity attempts a timeout ended (a retry after a
+    heartbeat or start-to-close timeout), and the workflow tasks that timed out. A live worker's
+    heartbeat or task late on a loaded machine (or a workflow whose activities time out by
+    design)."""
+    count = 0
+    for run in runs:
+        for e in run.history.events:
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+                started = e.activity_task_started_event_attributes
+                count += started.attempt > 1 and started.last_failure.HasField(
+                    "timeout_failure_info"
+                )
+            elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+                count += 1
+    return count
+
+
 def activity_attempts(runs: list[RunHistory]) -> dict[tuple[str, str], int]:
     """The attempt each activity of the tree ended on, by (scope, activity id): a run without
     a crash, read this way, says how many attempts its activities take by design (a poll by
@@ -536,8 +678,9 @@ def unexplained_activity_attempts(
     """How many activity attempts ended that no kill can have ended: an activity's recorded
     attempt A had A - 1 attempts end before it; the run without a crash took `by_design` of
     them (`activity_attempts` of the reference: a poll by retry fails on purpose), and each kill
-    (`kills`, UTC, when the runner saw the worker die) after the activity was scheduled may have
-    ended one more (the worker held it, or had been handed it). More is an attempt of a live
+    (`kills`, UTC, when the runner saw the worker die) after the activity was scheduled and
+    before its last attempt started may have ended one more (the worker held it, or had been
+    handed it). More is an attempt of a live
     worker that timed out or failed (its heartbeats late on a loaded machine, say), which
     repeats an unkeyed effect the crash did not cause."""
     count = 0
@@ -557,7 +700,11 @@ def unexplained_activity_attempts(
                 event.activity_task_scheduled_event_attributes.activity_id if event else ""
             )
             expected = (by_design or {}).get((run.scope, activity_id), 1)
-            may_have_ended = sum(1 for k in kills if at is not None and k >= at)
+            # A kill can have ended an attempt of this activity only if it came after the
+            # activity was scheduled and before its last attempt started (a kill after it
+            # completed explains nothing: a late heartbeat's retry before it, say).
+            last_start = e.event_time.ToDatetime()
+            may_have_ended = sum(1 for k in kills if at is not None and at <= k <= last_start)
             count += max(0, started.attempt - expected - may_have_ended)
     return count
 

@@ -11,7 +11,7 @@ in the tree and in a continue-as-new chain) and the boundary's position in the r
 order (activities and local activities counted together). Child workflows and the next run of a
 continue-as-new chain are started with a header that carries the root and their scope. Workflow
 code is deterministic, so the stamps are the same on every replay; they are recorded in the
-history, where `crashtest.history` reads them back.
+history, where `_history` reads them back.
 
 A scope is `@R` for run R of the root's chain, then `/Type#K@R` for each child below it: the K-th
 child of workflow type `Type` that its parent's run started, in run R of its own chain.
@@ -27,6 +27,8 @@ Where it kills (`CrashSite`):
 - `after-checkpoint`, local activity: at the first sign that the workflow task holding its marker
   completed: an activity scheduled after it starts its first attempt, or the workflow runs in a
   later workflow task.
+- `in-task`: the workflow, not replaying, schedules the activity or local activity: the workflow
+  code of the task has run that far, and none of the task's commands has reached the server.
 
 Every kill prints one `CRASH` line (with the boundaries still executing in the process, as JSON
 after `in-flight=`) and SIGKILLs the process: no cleanup, no finally blocks. One that had just
@@ -70,7 +72,7 @@ ATTEMPTS = " attempts="
 WORKER_KILLED = "CrashtestWorkerKilled"  # the failure type of an attempt a fast-forward ended
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Stamp:
     root: str  # the workflow id at the root of the run's tree
     scope: str  # the run's place in the tree and its chain
@@ -85,7 +87,7 @@ class Stamp:
         return f"{where}activity {self.position} ({self.activity}{' local' if self.local else ''})"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Attempt:
     """An activity attempt held by a worker process, as the CRASH line reports it."""
 
@@ -94,29 +96,45 @@ class Attempt:
     workflow_id: str = ""
     run_id: str = ""
     activity_id: str = ""
+    timeout: str = "start-to-close"  # which timeout ends it: heartbeat, start-to-close, ...
+    timeout_s: float = 0.0  # its length (0: none set)
     ends: str = ""  # when not retryable: what production sees, in words
 
     @classmethod
     def of(cls, info: activity.Info) -> Attempt:
-        token = base64.b64encode(info.task_token).decode()
-        where = (info.workflow_id or "", info.workflow_run_id or "", info.activity_id)
         retryable = _another_attempt(info)
-        return cls(token, retryable, *where, "" if retryable else _final_timeout(info))
+        timeout, length = _ending_timeout(info)
+        return cls(
+            token=base64.b64encode(info.task_token).decode(),
+            retryable=retryable,
+            workflow_id=info.workflow_id or "",
+            run_id=info.workflow_run_id or "",
+            activity_id=info.activity_id,
+            timeout=timeout,
+            timeout_s=length,
+            ends="" if retryable else _final_timeout(info, timeout, length),
+        )
 
     def task_token(self) -> bytes:
         return base64.b64decode(self.token)
 
 
-def _final_timeout(info: activity.Info) -> str:
+def _ending_timeout(info: activity.Info) -> tuple[str, float]:
+    """The timeout that ends an attempt whose worker died, and its length in seconds."""
+    for kind, length in (
+        ("heartbeat", info.heartbeat_timeout),
+        ("start-to-close", info.start_to_close_timeout),
+        ("schedule-to-close", info.schedule_to_close_timeout),
+    ):
+        if length:
+            return kind, length.total_seconds()
+    return "start-to-close", 0.0
+
+
+def _final_timeout(info: activity.Info, timeout: str, seconds: float) -> str:
     """What ends an attempt no retry follows, once its worker is dead: its timeout, then the
     activity's failure in the workflow."""
     policy = info.retry_policy
-    timeout = (
-        info.heartbeat_timeout or info.start_to_close_timeout or info.schedule_to_close_timeout
-    )
-    kind = "heartbeat" if info.heartbeat_timeout else "start-to-close"
-    if not (info.heartbeat_timeout or info.start_to_close_timeout):
-        kind = "schedule-to-close"
     why = (
         f"attempt {info.attempt} of at most {policy.maximum_attempts}"
         if policy is not None
@@ -124,10 +142,10 @@ def _final_timeout(info: activity.Info) -> str:
         and info.attempt >= policy.maximum_attempts
         else "its schedule-to-close timeout leaves no time for another attempt"
     )
-    seconds = f" {timeout.total_seconds():g} s" if timeout else ""
+    length = f" {seconds:g} s" if seconds else ""
     return (
         f"no retry follows the killed attempt of {info.activity_type} ({why}): the activity "
-        f"fails in the workflow when its {kind} timeout{seconds} expires"
+        f"fails in the workflow when its {timeout} timeout{length} expires"
     )
 
 
@@ -163,12 +181,12 @@ def _fails_for_good(err: Exception, info: activity.Info) -> bool:
     return not _another_attempt(info)
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class CrashSite:
     """A boundary to crash at: position `position` of the run `scope`, or (`activity` given)
     the `occurrence`-th activity of that type in it."""
 
-    moment: Moment  # after-effect or after-checkpoint
+    moment: Moment  # one that kills a worker (`Moment.kills_a_worker`)
     scope: str
     position: int = 0
     activity: str | None = None
@@ -191,15 +209,17 @@ class CrashSite:
 
     @classmethod
     def of(cls, point: CrashPoint) -> CrashSite:
-        if point.moment is Moment.RESET or point.repeat > 1:
-            raise CrashPointError(
-                f"{point}: one worker crashes itself once, after an effect or a checkpoint"
-            )
+        if not point.moment.kills_a_worker or point.repeat > 1:
+            moments = ", ".join(f"{m}:N" for m in Moment if m.kills_a_worker)
+            raise CrashPointError(f"{point}: one worker crashes itself once, at {moments}")
         if point.position is None:
             return cls(
-                point.moment, ROOT_SCOPE, activity=point.activity, occurrence=point.occurrence
+                moment=point.moment,
+                scope=ROOT_SCOPE,
+                activity=point.activity,
+                occurrence=point.occurrence,
             )
-        return cls(point.moment, ROOT_SCOPE, point.position)
+        return cls(moment=point.moment, scope=ROOT_SCOPE, position=point.position)
 
     def names(self, stamp: Stamp) -> bool:
         """Whether this site is the boundary `stamp`."""
@@ -292,14 +312,26 @@ class _StampingOutbound(worker.WorkflowOutboundInterceptor):
     def _header(self, scope: str) -> Payload:
         return encode({"root": self._context().root, "scope": scope})
 
-    def _targets(self, stamp: Stamp, moment: Moment) -> bool:
+    def _kills_here(self, stamp: Stamp, *, as_scheduled: bool) -> bool:
+        """Whether this worker kills itself in workflow code at `stamp`: as the workflow
+        schedules it (`as_scheduled`), or once it sees its activity end."""
         site = self._crash.site
         return (
             site is not None
-            and site.moment is moment
+            and site.moment.kills_in_the_workflow
+            and site.moment.kills_as_scheduled == as_scheduled
             and site.names(stamp)
             and self._crash.workflow_id in (None, stamp.root)
         )
+
+    def _kill_if_scheduling(self, stamp: Stamp) -> None:
+        """Die in the workflow task that schedules `stamp`'s activity, its workflow code run
+        that far and its commands not sent (a task run again is not a replay: it dies again
+        only where it is armed to, `*K`)."""
+        if self._kills_here(stamp, as_scheduled=True) and not workflow.unsafe.is_replaying():
+            assert self._crash.site is not None
+            where = f"the workflow task scheduling {stamp.label()} ran; its commands unsent"
+            self._crash.kill(self._crash.site, where)
 
     def _kill_if_a_later_task(self, what: str) -> None:
         """An armed local activity's marker is recorded once its workflow task completed: any
@@ -320,17 +352,17 @@ class _StampingOutbound(worker.WorkflowOutboundInterceptor):
         # the task, so it proves nothing.
         kill_on_start = self._armed_at is not None and not local
         return Stamp(
-            root,
-            scope,
-            self._scheduled,
-            activity_type,
-            local,
-            kill_on_start,
-            self._types[activity_type],
+            root=root,
+            scope=scope,
+            position=self._scheduled,
+            activity=activity_type,
+            local=local,
+            kill_on_start=kill_on_start,
+            occurrence=self._types[activity_type],
         )
 
     def _watch(self, handle: asyncio.Task[Any], stamp: Stamp) -> None:
-        if not self._targets(stamp, Moment.AFTER_CHECKPOINT):
+        if not self._kills_here(stamp, as_scheduled=False):
             return
 
         def resolved(task: asyncio.Task[Any]) -> None:
@@ -347,6 +379,7 @@ class _StampingOutbound(worker.WorkflowOutboundInterceptor):
 
     def start_activity(self, input: worker.StartActivityInput) -> workflow.ActivityHandle[Any]:
         stamp = self._stamp(input.activity, local=False)
+        self._kill_if_scheduling(stamp)
         input.headers = {**input.headers, STAMP_HEADER: encode(asdict(stamp))}
         handle = super().start_activity(input)
         self._watch(handle, stamp)
@@ -356,6 +389,7 @@ class _StampingOutbound(worker.WorkflowOutboundInterceptor):
         self, input: worker.StartLocalActivityInput
     ) -> workflow.ActivityHandle[Any]:
         stamp = self._stamp(input.activity, local=True)
+        self._kill_if_scheduling(stamp)
         input.headers = {**input.headers, STAMP_HEADER: encode(asdict(stamp))}
         handle = super().start_local_activity(input)
         self._watch(handle, stamp)
@@ -387,6 +421,15 @@ class _CrashingActivity(worker.ActivityInboundInterceptor):
         self.crash = crash
 
     async def execute_activity(self, input: worker.ExecuteActivityInput) -> Any:
+        info = activity.info()
+        # Every attempt this worker receives, said at once: an attempt the server says a live
+        # worker started and that it never said it received was lost on the way (see _runner).
+        self.crash.status.send(
+            "started",
+            workflow_id=info.workflow_id or "",
+            activity_id=info.activity_id,
+            attempt=info.attempt,
+        )
         stamp = decode_stamp(input.headers.get(STAMP_HEADER))
         site = self.crash.site
         if stamp is None or site is None or self.crash.workflow_id not in (None, stamp.root):
@@ -396,7 +439,7 @@ class _CrashingActivity(worker.ActivityInboundInterceptor):
         key = next(self.crash.ids)
         self.crash.running[key] = stamp
         self.crash.attempts[key] = held = Attempt.of(activity.info())
-        here = site.moment is Moment.AFTER_EFFECT and site.names(stamp)
+        here = site.moment.kills_in_the_activity and site.names(stamp)
         try:
             result = await super().execute_activity(input)
         except Exception as err:

@@ -12,10 +12,19 @@ from typing import Any
 from temporalio.client import WorkflowHandle
 
 from temporal_crashtest._errors import CrashPointError, CrashTestAborted
-from temporal_crashtest._history import Boundary, Tree
+from temporal_crashtest._history import (
+    CANCELLED,
+    COMPLETED,
+    FAILED,
+    OPEN,
+    TIMED_OUT,
+    Boundary,
+    Tree,
+)
 from temporal_crashtest._interceptor import CrashSite
 from temporal_crashtest._points import CrashPoint, Moment
-from temporal_crashtest._report import Untested
+from temporal_crashtest._report import Untested, differences
+from temporal_crashtest._text import finite, shown
 
 Observe = Callable[[str], Any]
 """`observe(workflow_id) -> JSON-able`: your view of a run's final state (sync or async)."""
@@ -23,7 +32,7 @@ Drive = Callable[[WorkflowHandle[Any, Any]], Any]
 """`drive(handle)`: sends the signals and updates a run waits for (sync or async)."""
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Target:
     """What is crash-tested: how to build its worker, which workflow, with what input.
 
@@ -37,6 +46,9 @@ class Target:
         env: more environment for the worker processes.
         resume_after_s: wait this long after a kill (or before a reset) before the run resumes,
             e.g. past an idempotency key's TTL.
+        deploy_to: `MODULE:FACTORY` of the next version's worker: every run starts on `worker`,
+            and the worker that takes a run over after a kill runs this one (a deploy). The
+            workflow type names must be the same.
     """
 
     worker: str  # MODULE:FACTORY, FACTORY(client, task_queue) -> Worker
@@ -46,6 +58,7 @@ class Target:
     plugins: tuple[str, ...] = ()  # MODULE:NAME of client plugins, for every client
     env: dict[str, str] = field(default_factory=dict)  # more environment for the workers
     resume_after_s: float = 0.0  # wait this long after a kill (or before a reset) to resume
+    deploy_to: str | None = None  # MODULE:FACTORY of the version that takes over after a kill
 
 
 @dataclass(frozen=True)
@@ -63,20 +76,40 @@ class CellPoint:
         )
 
     def site(self) -> CrashSite:
-        return CrashSite(self.moment, self.boundary.scope, self.boundary.position)
+        return CrashSite(
+            moment=self.moment, scope=self.boundary.scope, position=self.boundary.position
+        )
 
     @property
     def holds_a_task(self) -> bool:
         """Whether the kill comes while the worker holds a workflow task: after a checkpoint, it
         kills in the workflow; a local activity runs inside its workflow task."""
-        return self.moment is Moment.AFTER_CHECKPOINT or self.boundary.local
+        return self.moment.kills_in_the_workflow or self.boundary.local
+
+
+def _reachable_after_effect(b: Boundary) -> str | None:
+    """Why `after-effect` at `b` has no moment to crash in, if it has none: the moment is when
+    an attempt returns (a result, or its last failure), and in the run without a crash none
+    did — the workflow cancelled it (an activity that heartbeats until it is cancelled, by
+    design), it timed out, or it was still running when the run ended."""
+    if b.closed in (COMPLETED, FAILED):
+        return None
+    how = {CANCELLED: "its workflow cancelled it", TIMED_OUT: "it timed out"}.get(
+        b.closed, "it was still running when the run ended"
+    )
+    return f"it never returned in the run without a crash ({how}): no moment after its effect"
 
 
 def _reachable_after_checkpoint(tree: Tree, b: Boundary) -> str | None:
     """Why `after-checkpoint` at `b` has no moment to crash in, if it has none. An activity's
-    is the moment the workflow sees its result. A local activity's marker is recorded when its
+    is the moment the workflow sees its result (or its failure): one it cancelled, or that was
+    still running when the run ended, has none. A local activity's marker is recorded when its
     workflow task completes: the kill needs a later sign of that (an activity scheduled after
     it, or a later workflow task of its run)."""
+    if b.closed in (CANCELLED, OPEN):
+        return "its workflow never saw it end in the run without a crash (" + (
+            "it cancelled it)" if b.closed == CANCELLED else "the run ended while it ran)"
+        )
     if not b.local:
         return None
     later = [o for o in tree.boundaries if o.scope == b.scope and o.position > b.position]
@@ -87,11 +120,27 @@ def _reachable_after_checkpoint(tree: Tree, b: Boundary) -> str | None:
 
 @dataclass(frozen=True)
 class Reference:
-    """The run without a crash: its observed state, its tree of boundaries, and how it ended."""
+    """The run without a crash: its observed state, its tree of boundaries, and how it ended;
+    in a deploy test, `deployed`: the run without a crash of the version deployed."""
 
     observed: Any
     tree: Tree
     end: str = "completed"
+    deployed: Reference | None = None
+
+    def differs(self, end: str, observed: Any) -> str | None:
+        """How a crashed run that ended `end` in the state `observed` differs from the run
+        without a crash (None: it does not); in a deploy test, from both versions' runs."""
+        mine = self._differs(end, observed)
+        if mine is None or self.deployed is None:
+            return mine
+        theirs = self.deployed._differs(end, observed)
+        return None if theirs is None else f"old version: {mine}; new version: {theirs}"
+
+    def _differs(self, end: str, observed: Any) -> str | None:
+        if end != self.end:
+            return f"the run {end}; without a crash it {self.end}"
+        return differences(self.observed, observed)
 
     @property
     def boundaries(self) -> list[Boundary]:
@@ -101,17 +150,28 @@ class Reference:
         """after-effect at every boundary, after-checkpoint at every one whose completion the
         run goes on from (after the last, when the run without a crash only ended there, a
         kill could repeat nothing: it is listed as not tested, with why)."""
-        effects = [CellPoint(Moment.AFTER_EFFECT, b, repeat) for b in self.boundaries]
-        checkpoints, untested = [], []
-        for b in self.boundaries:
-            why = _reachable_after_checkpoint(self.tree, b)
-            if why is None and b is self.boundaries[-1] and self._only_ends_after(b):
-                why = "after it the run only ends (it closed in the task that took this result)"
-            if why is None:
-                checkpoints.append(CellPoint(Moment.AFTER_CHECKPOINT, b, repeat))
-            else:
-                untested.append(Untested(f"after-checkpoint:{b.number} ({b.label})", why))
-        return effects + checkpoints, untested
+        points, untested = [], []
+        for moment in Moment.default_set():
+            for b in self.boundaries:
+                why = self.unreachable(moment, b)
+                if why is None and moment.needs_the_result_seen and self._ends_after_last(b):
+                    why = "after it the run only ends (it closed in the task that took this result)"
+                if why is None:
+                    points.append(CellPoint(moment, b, repeat))
+                else:
+                    untested.append(Untested(f"{moment}:{b.number} ({b.label})", why))
+        return points, untested
+
+    def unreachable(self, moment: Moment, b: Boundary) -> str | None:
+        """Why `moment` at `b` has no moment to crash in, if it has none."""
+        if moment.needs_a_return and (why := _reachable_after_effect(b)) is not None:
+            return why
+        if moment.needs_the_result_seen:
+            return _reachable_after_checkpoint(self.tree, b)
+        return None
+
+    def _ends_after_last(self, b: Boundary) -> bool:
+        return b is self.boundaries[-1] and self._only_ends_after(b)
 
     def _only_ends_after(self, b: Boundary) -> bool:
         """After `b` the run only ended — and will in every run: a boundary that ran beside
@@ -152,15 +212,13 @@ class Reference:
                 f"unknown crash point {text!r}: no boundary is named {point.text!r}; "
                 f"its activities: {known} (or a position 1..{len(self.boundaries)})"
             )
-        if point.moment is Moment.RESET and "/" in found.scope:
+        if not point.moment.kills_a_worker and "/" in found.scope:
             raise CrashPointError(
                 f"{text}: {found.label} is in a child workflow; an operator resets the root "
                 "workflow (reset a boundary of the root, before the child was started)"
             )
-        if point.moment is Moment.AFTER_CHECKPOINT:
-            why = _reachable_after_checkpoint(self.tree, found)
-            if why is not None:
-                raise CrashPointError(f"{text} ({found.label}): {why}")
+        if (why := self.unreachable(point.moment, found)) is not None:
+            raise CrashPointError(f"{text} ({found.label}): {why}")
         return CellPoint(point.moment, found, point.repeat if point.repeat > 1 else repeat)
 
     def select(
@@ -181,8 +239,12 @@ class Reference:
 
 
 def to_json(value: object, what: str) -> Any:
-    """A JSON round trip, so that tuples and lists compare equal and the report can hold it."""
+    """A JSON round trip, so that tuples and lists compare equal and the report can hold it; a
+    NaN or an infinity becomes the string Python writes for it (it then equals itself, and any
+    JSON parser reads the report)."""
     try:
-        return json.loads(json.dumps(value, sort_keys=True))
-    except (TypeError, ValueError) as err:
-        raise CrashTestAborted(f"{what} returned something that is not JSON: {err}") from None
+        return finite(json.loads(json.dumps(value, sort_keys=True)))
+    except (TypeError, ValueError, RecursionError) as err:
+        raise CrashTestAborted(
+            f"{what} returned something that is not JSON: {shown(err)}"
+        ) from None

@@ -3,6 +3,9 @@
 `after-effect:N`      activity (or local activity, or step) N did its work and returned; the
                       server has not heard.
 `after-checkpoint:N`  the server recorded N as done; killed before anything after it is recorded.
+`in-task:N`           the workflow task that schedules N ran its workflow code; killed before
+                      its commands reached the server (N is not scheduled; the task runs again).
+                      Not in the default set: name it with `--points`.
 `reset:N`             crashtest only: a completed run is reset to the workflow task before N was
                       scheduled (as an operator does), and finishes again.
 
@@ -11,6 +14,29 @@ N is a position in scheduling order, 1-based, or an activity type name as the hi
 crashtest prints for a boundary (`run 2: notify`, `ChargeChild/charge`). A `*K` suffix
 (`after-effect:3*2`) crashes the worker that takes over at the same point too, K crashes in all.
 Standard library only.
+
+What a moment means is answered here, by `Moment`, and nowhere else: whether a worker kills
+itself at it (and so may share a run with other kills, and be repeated), whether the kill holds
+a workflow task, whether the default set makes it, what an attempt or the workflow must have done
+for it to be reachable, and what the worker has done when it dies.
+
+Five records name a place to crash, each at one stage of a crash test:
+
+- `CrashPoint` (here): a point as the user writes it, before the workflow has run — a moment and
+  a target (a position, an activity type, a label), repeated K times.
+- `Boundary` (`_history`): one activity or local activity of the run without a crash, as its
+  history shows it — where it sits in the tree of runs and children, and when it ended.
+- `CellPoint` (`_model`): a crash point resolved against the reference run — a moment at one
+  boundary, K times. One cell of the table.
+- `CrashSite` (`_interceptor`): what a worker process is told — the moment and the boundary's
+  place (scope and position), without the history: it travels on the command line as JSON.
+- `Stamp` (`_interceptor`): the place an activity carries in its headers while it runs, so the
+  worker can tell whether it is the one its `CrashSite` names.
+
+To add a moment: a member and its `_MEANINGS` row below (the rest of the code asks the row); the
+kill itself in `_interceptor` (where a worker can see the moment come); for one a worker does not
+reach by itself, as `reset`, the runner's step that makes it (`Runner.cell`); and a shape that
+shows it (`examples/shapes`) with its keyed and unkeyed verdicts in `tests/test_crashtest_shapes`.
 """
 
 from __future__ import annotations
@@ -22,26 +48,135 @@ from enum import StrEnum
 from temporal_crashtest._errors import CrashPointError
 
 
+@dataclass(kw_only=True, frozen=True)
+class _Meaning:
+    kills_a_worker: bool  # a worker SIGKILLs itself there (False: crashtest acts on the run)
+    kills_in_the_workflow: bool  # the kill comes while the worker holds a workflow task
+    in_default_set: bool  # every boundary gets one, unless asked otherwise
+    needs_a_return: bool  # reachable only where an attempt returned in the run without a crash
+    needs_the_result_seen: bool  # ... only where the workflow saw the activity end
+    kills_as_scheduled: bool  # the workflow code scheduling it is the moment (not its result)
+    dies: str  # what the worker (or the run) has done at that moment
+
+
 class Moment(StrEnum):
+    """When, around one boundary, a crash comes; its properties are what the code asks of it."""
+
     AFTER_EFFECT = "after-effect"
     AFTER_CHECKPOINT = "after-checkpoint"
+    IN_TASK = "in-task"
     RESET = "reset"
+
+    @property
+    def _meaning(self) -> _Meaning:
+        return _MEANINGS[self]
+
+    @property
+    def kills_a_worker(self) -> bool:
+        """A worker kills itself at it: it may share a run with other kills, and be repeated
+        (`*K`); otherwise crashtest acts on a run that ended (a reset), once, in a run of its
+        own."""
+        return self._meaning.kills_a_worker
+
+    @property
+    def kills_in_the_workflow(self) -> bool:
+        """The kill comes in workflow code, holding a workflow task (its retry waits out the
+        short task timeout); otherwise in the activity, after it returned."""
+        return self._meaning.kills_in_the_workflow
+
+    @property
+    def kills_in_the_activity(self) -> bool:
+        """The kill comes in the activity's worker, once its attempt returned."""
+        return self.kills_a_worker and not self.kills_in_the_workflow
+
+    @property
+    def in_default_set(self) -> bool:
+        """Every boundary gets a point at this moment when the user names none."""
+        return self._meaning.in_default_set
+
+    @property
+    def needs_a_return(self) -> bool:
+        """Reachable only at a boundary whose attempt returned in the run without a crash."""
+        return self._meaning.needs_a_return
+
+    @property
+    def needs_the_result_seen(self) -> bool:
+        """Reachable only at a boundary whose end the workflow saw in the run without a crash."""
+        return self._meaning.needs_the_result_seen
+
+    @property
+    def kills_as_scheduled(self) -> bool:
+        """The kill comes in the workflow task that schedules the boundary, once its workflow
+        code ran that far; otherwise (in the workflow) when the workflow sees its result."""
+        return self._meaning.kills_as_scheduled
+
+    @property
+    def dies(self) -> str:
+        """What has happened when the crash comes, in words."""
+        return self._meaning.dies
+
+    @classmethod
+    def default_set(cls) -> list[Moment]:
+        return [m for m in cls if m.in_default_set]
+
+
+_MEANINGS = {
+    Moment.AFTER_EFFECT: _Meaning(
+        kills_a_worker=True,
+        kills_in_the_workflow=False,
+        in_default_set=True,
+        needs_a_return=True,
+        needs_the_result_seen=False,
+        kills_as_scheduled=False,
+        dies="the activity did its work and returned, unheard by the server",
+    ),
+    Moment.AFTER_CHECKPOINT: _Meaning(
+        kills_a_worker=True,
+        kills_in_the_workflow=True,
+        in_default_set=True,
+        needs_a_return=False,
+        needs_the_result_seen=True,
+        kills_as_scheduled=False,
+        dies="the server recorded the activity done, and nothing after it",
+    ),
+    Moment.IN_TASK: _Meaning(
+        kills_a_worker=True,
+        kills_in_the_workflow=True,
+        in_default_set=False,
+        needs_a_return=False,
+        needs_the_result_seen=False,
+        kills_as_scheduled=True,
+        dies="the workflow code that schedules the activity ran; its task's commands never "
+        "reached the server",
+    ),
+    Moment.RESET: _Meaning(
+        kills_a_worker=False,
+        kills_in_the_workflow=False,
+        in_default_set=False,
+        needs_a_return=False,
+        needs_the_result_seen=False,
+        kills_as_scheduled=False,
+        dies="the run ended, and an operator resets it to before the activity",
+    ),
+}
 
 
 _POSITION = re.compile(r"^\d+$")
 _NAMED = re.compile(r"^(?P<name>.+?)(?:#(?P<occurrence>\d+))?$")
 _REPEAT = re.compile(r"^(?P<target>.*?)\*(?P<repeat>\d+)$")
+_FORMS = [f"{m}:N" for m in Moment]
 SYNTAX = (
-    "after-effect:N, after-checkpoint:N or reset:N, N a position (1, 2, ...), an activity name "
+    f"{', '.join(_FORMS[:-1])} or {_FORMS[-1]}, N a position (1, 2, ...), an activity name "
     "or a boundary's label, with *K to crash K times"
 )
+GLOSSARY = "; ".join(f"{m}:N ({m.dies})" for m in Moment)
 MAX_REPEAT = 5
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class CrashPoint:
-    """A crash point as the user writes it: `after-effect:N`, `after-checkpoint:N` or `reset:N`,
-    N a position in scheduling order or an activity type (`name#k`), optionally in a child or a
+    """A crash point as the user writes it: `MOMENT:N` (`after-effect:N`, `reset:N`, ...), N a
+    position in scheduling order or an activity type (`name#k`), optionally in a child or a
     later run (`Child/name`, `run 2: name`), and `*R` to crash R workers in a row. The runner
     resolves it against the reference run's boundaries (CellPoint)."""
 
@@ -77,12 +212,12 @@ class CrashPoint:
                 raise CrashPointError(
                     f"unknown crash point {text!r}: *K crashes 1 to {MAX_REPEAT} times"
                 )
-            if moment is Moment.RESET and repeat > 1:
-                raise CrashPointError(f"unknown crash point {text!r}: a reset is not repeated")
+            if not moment.kills_a_worker and repeat > 1:
+                raise CrashPointError(f"unknown crash point {text!r}: a {moment} is not repeated")
         if _POSITION.match(target):
             if int(target) < 1:
                 raise CrashPointError(f"unknown crash point {text!r}: positions start at 1")
-            return cls(moment, position=int(target), repeat=repeat, text=target)
+            return cls(moment=moment, position=int(target), repeat=repeat, text=target)
         named = _NAMED.match(target)
         if named is None:
             raise CrashPointError(f"unknown crash point {text!r}; expected {SYNTAX}")
@@ -90,5 +225,5 @@ class CrashPoint:
         if occurrence < 1:
             raise CrashPointError(f"unknown crash point {text!r}: occurrences start at #1")
         return cls(
-            moment, activity=named["name"], occurrence=occurrence, repeat=repeat, text=target
+            moment=moment, activity=named["name"], occurrence=occurrence, repeat=repeat, text=target
         )

@@ -5,7 +5,7 @@ history is `_history`'s."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,8 +14,10 @@ from temporalio.api.enums.v1 import (
     PendingActivityState,
     PendingWorkflowTaskState,
     TaskQueueType,
+    WorkflowTaskFailedCause,
 )
 from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflow.v1 import PendingActivityInfo
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowHandle, WorkflowHistory
 from temporalio.service import RPCError, RPCStatusCode
@@ -30,7 +32,13 @@ NO_POLLER_GRACE_S = 10.0
 # retry can get past them.
 SET_UP_WRONG = ("failed decoding arguments", "is not registered on this worker")
 DEADLOCK = "[TMPRL1101]"  # the SDK's "Potential deadlock detected"
-DEADLOCK_ATTEMPTS = 4  # a workflow task failing so this many times in a row is reported
+DEADLOCK_ATTEMPTS = 6  # a workflow task failing so this many times in a row is reported
+NONDETERMINISM = "[TMPRL1100]"  # the SDK's "Nondeterminism error": the code no longer replays
+BLOCKED_IN_PRODUCTION = (
+    "in production the run stays Running, its workflow task retried at growing intervals, until "
+    "a worker whose code replays its history takes it"
+)
+RESET = WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_RESET_WORKFLOW
 
 
 async def tree_histories(client: Client, workflow_id: str, first_run_id: str) -> list[RunHistory]:
@@ -111,7 +119,12 @@ def _open_timers(history: WorkflowHistory) -> list[float]:
 
 @dataclass(frozen=True)
 class Going:
-    """The run has something pending: an activity, a workflow task, a timer, a child."""
+    """The run has something pending: an activity, a workflow task, a timer, a child. Its
+    pending activities whose attempt a worker has started, as (workflow id, run id, pending):
+    the runner tells those a killed worker holds, or a live one never received."""
+
+    started: list[tuple[str, str, PendingActivityInfo]] = field(default_factory=list)
+    events: int = 0  # the open runs' history events: it grows while the run makes progress
 
 
 @dataclass(frozen=True)
@@ -137,25 +150,18 @@ async def progress_of(
     on every attempt, or a workflow task nobody takes from a queue no worker polls although the
     worker said it is ready `ready_for_s` ago (None: it has not). Or whether it sits idle."""
     idle = True
+    started: list[tuple[str, str, PendingActivityInfo]] = []
+    events = 0
     for run in await open_runs(client, handle):
         raw = run.description.raw_description
+        events += raw.workflow_execution_info.history_length
         what = "" if run.handle is handle else f" (child {run.description.workflow_type})"
         pending = raw.pending_workflow_task
-        if pending.attempt >= 2:
-            history = await run.handle.fetch_history()
-            failures = [
-                e.workflow_task_failed_event_attributes.failure.message
-                for e in history.events
-                if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
-            ]
-            # The SDK's deadlock detector fails a task whose code did not yield for 2 s: on a
-            # loaded machine that can pass on the next attempt; only if it keeps failing is the
-            # run stuck.
-            slow = failures and DEADLOCK in failures[-1]
-            if failures and (not slow or pending.attempt >= DEADLOCK_ATTEMPTS):
-                first = with_likely_cause(failures[-1])
-                return Stuck(f"the workflow task fails on the worker{what}: {first}")
+        if pending.attempt >= 2 and (failing := await _task_failure(run, pending.attempt)):
+            return Stuck(f"the workflow task fails on the worker{what}: {failing}")
         for a in raw.pending_activities:
+            if a.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED:
+                started.append((run.description.id, run.description.run_id, a))
             # A failing activity is hopeless only when its retry policy says so (then it is no
             # longer pending: the workflow has its failure), never after a count of attempts:
             # polling by retry is a Temporal pattern. Only a failure the worker's set-up makes
@@ -167,26 +173,8 @@ async def progress_of(
                     f"activity {a.activity_type.name}{what} cannot run on this worker "
                     f"(attempt {a.attempt}): {first}"
                 )
-        waiting = datetime.now(UTC) - pending.scheduled_time.ToDatetime(tzinfo=UTC)
-        if (
-            ready_for_s is not None
-            and ready_for_s > NO_POLLER_GRACE_S
-            and pending.state == PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED
-            and waiting.total_seconds() > NO_POLLER_GRACE_S
-        ):
-            queue = run.description.task_queue
-            pollers = await client.workflow_service.describe_task_queue(
-                DescribeTaskQueueRequest(
-                    namespace=client.namespace,
-                    task_queue=TaskQueue(name=queue),
-                    task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-                )
-            )
-            if not pollers.pollers:
-                return Stuck(
-                    f"no worker takes workflow tasks from task queue {queue}: does the factory's "
-                    f"Worker register the workflow {run.description.workflow_type}?"
-                )
+        if (unpolled := await _unpolled(client, run, ready_for_s)) is not None:
+            return unpolled
         if (
             raw.HasField("pending_workflow_task")
             or raw.pending_activities
@@ -196,7 +184,54 @@ async def progress_of(
             or _open_timers(await run.handle.fetch_history())
         ):
             idle = False
-    return Idle() if idle else Going()
+    return Idle() if idle else Going(started, events)
+
+
+async def _task_failure(run: OpenRun, attempt: int) -> str | None:
+    """Why the run's workflow task keeps failing (its last failure), if it does. The SDK's
+    deadlock detector fails a task whose code did not yield for 2 s: on a loaded machine that
+    can pass on the next attempt, so only DEADLOCK_ATTEMPTS of them in a row count."""
+    history = await run.handle.fetch_history()
+    failures = [
+        e.workflow_task_failed_event_attributes.failure.message
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+        # a reset ends the task it goes back to as failed: the operator's, not the code's
+        and e.workflow_task_failed_event_attributes.cause != RESET
+    ]
+    if not failures or (DEADLOCK in failures[-1] and attempt < DEADLOCK_ATTEMPTS):
+        return None
+    if NONDETERMINISM in failures[-1]:
+        return f"{with_likely_cause(failures[-1])} ({BLOCKED_IN_PRODUCTION})"
+    return with_likely_cause(failures[-1])
+
+
+async def _unpolled(client: Client, run: OpenRun, ready_for_s: float | None) -> Stuck | None:
+    """Stuck if the run's workflow task has waited past the grace on a queue no worker polls,
+    although the worker said it is ready `ready_for_s` ago (None: it has not)."""
+    pending = run.description.raw_description.pending_workflow_task
+    waiting = datetime.now(UTC) - pending.scheduled_time.ToDatetime(tzinfo=UTC)
+    if not (
+        ready_for_s is not None
+        and ready_for_s > NO_POLLER_GRACE_S
+        and pending.state == PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED
+        and waiting.total_seconds() > NO_POLLER_GRACE_S
+    ):
+        return None
+    queue = run.description.task_queue
+    pollers = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        )
+    )
+    if pollers.pollers:
+        return None
+    return Stuck(
+        f"no worker takes workflow tasks from task queue {queue}: does the factory's "
+        f"Worker register the workflow {run.description.workflow_type}?"
+    )
 
 
 def _set_up_wrong(message: str) -> bool:
@@ -204,9 +239,12 @@ def _set_up_wrong(message: str) -> bool:
     return any(needle in lowered for needle in SET_UP_WRONG)
 
 
-async def what_it_waits_on(handle: WorkflowHandle[Any, Any]) -> str:
+async def what_it_waits_on(
+    handle: WorkflowHandle[Any, Any], dead: frozenset[str] = frozenset()
+) -> str:
     """For a run that is taking too long: its pending activities, and which timeout will notice
-    a dead worker in each."""
+    a dead worker in each — or, for an attempt a live worker holds (not one of the killed
+    workers, `dead`), that it is still running there."""
     description = await handle.describe()
     pending = description.raw_description.pending_activities
     history = await handle.fetch_history()
@@ -214,8 +252,9 @@ async def what_it_waits_on(handle: WorkflowHandle[Any, Any]) -> str:
     sleeping = (
         f"; a timer of {seconds_text(max(timers))} is pending (a workflow.sleep? the run waits for "
         "it; a shorter one for the crash test, or --drive to move the run on)"
-        if timers else ""
-    )  # fmt: skip
+        if timers
+        else ""
+    )
     if not pending:
         status = description.status.name.lower() if description.status else "?"
         return f"the run is {status}{sleeping}"
@@ -233,7 +272,15 @@ async def what_it_waits_on(handle: WorkflowHandle[Any, Any]) -> str:
         if p.last_failure.message:
             text += f" (last failure: {with_likely_cause(p.last_failure.message)})"
         attrs = scheduled.get(p.activity_id)
-        if p.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED and attrs is not None:
+        live = p.last_worker_identity and p.last_worker_identity not in dead
+        if p.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED and live:
+            since = datetime.now(UTC) - p.last_started_time.ToDatetime(tzinfo=UTC)
+            text += (
+                f" on the live worker {p.last_worker_identity}, for "
+                f"{seconds_text(since.total_seconds())}: no killed worker holds it (a loaded "
+                "machine, or an activity slower than --deadline-s?)"
+            )
+        elif p.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED and attrs is not None:
             if attrs.HasField("heartbeat_timeout") and attrs.heartbeat_timeout.ToSeconds():
                 text += " (a dead worker is noticed after its heartbeat timeout, "
                 text += f"{seconds_text(attrs.heartbeat_timeout.ToTimedelta().total_seconds())})"

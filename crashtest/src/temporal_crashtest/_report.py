@@ -1,4 +1,7 @@
-"""A crash test's results: one cell per boundary, as a table (terminal or Markdown) and JSON."""
+"""A crash test's results: one cell per boundary, as a table (terminal or Markdown) and JSON.
+
+Every text here may hold the user's data (labels, keys and values of the observed state, the
+workflow's name): each method that renders text passes it through `_text` first."""
 
 from __future__ import annotations
 
@@ -7,16 +10,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from temporal_crashtest._text import json_bytes, markdown_cell, shown
+
 MAX_DIFFERENCES = 3
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Cell:
     """One crash point's result: the run killed there and finished by a fresh worker, its
     observed final state against the reference's, and what its recovery waited on."""
 
     workflow_id: str  # the cell's run, to find it in the web UI
-    crash_at: str  # after-effect:N | after-checkpoint:N | none
+    crash_at: str  # after-effect:N | after-checkpoint:N | reset:N, each maybe *K | none
     activity: str  # the activity at the boundary (and the next one, for after-checkpoint)
     matches: bool  # the observed final state equals the reference's
     observed: Any
@@ -49,7 +54,7 @@ def _walk(reference: object, observed: object, path: str, out: list[str]) -> Non
     where = path or "the observed value"
     if isinstance(reference, dict) and isinstance(observed, dict):
         for key in sorted(set(reference) | set(observed), key=str):
-            inner = f"{path}.{key}" if path else str(key)
+            inner = f"{path}.{shown(key)}" if path else shown(key)
             if key not in observed:
                 out.append(f"{inner}: missing")
             elif key not in reference:
@@ -82,7 +87,7 @@ class Untested:
     why: str
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Report:
     """A whole crash test: the reference (the run that never crashed), one Cell per crash point,
     what was not tested and why, and warnings; as a table (terminal or Markdown) or JSON. `ok`
@@ -106,6 +111,8 @@ class Report:
     reference_end: str = "completed"  # how the run without a crash ended; every cell must too
     runs: int = 0  # the runs the cells took (a group's run clears several points)
     groups: int = 0  # the groups the points began in (0: a run per point, --exact)
+    deploy_to: str | None = None  # a deploy test: the version that took over after each kill
+    deployed_reference: Any = None  # ... and its run without a crash's state
 
     @property
     def ok(self) -> bool:
@@ -124,8 +131,12 @@ class Report:
         untested = [Untested(**u) for u in data.get("untested", [])]
         return cls(**{**data, "cells": cells, "untested": untested})
 
+    def json_bytes(self) -> bytes:
+        """The report as strict JSON (what `--json` writes)."""
+        return json_bytes(self.to_json()) + b"\n"
+
     def write_json(self, path: Path) -> None:
-        path.write_text(json.dumps(self.to_json(), indent=1, ensure_ascii=False) + "\n")
+        path.write_bytes(self.json_bytes())
 
     def table(self, *, markdown: bool = False) -> str:
         waits = (
@@ -134,20 +145,21 @@ class Report:
             else "recovery (fast-forwarded): the timeouts production waits on"
         )
         head = ["crash point", "activity", "result", "what differs", waits]
+        cell = markdown_cell if markdown else shown
         rows = [
             [
-                c.crash_at,
-                c.activity,
+                cell(c.crash_at),
+                cell(c.activity),
                 "✓" if c.matches else "✗",
-                c.diff or "",
-                c.recovery_text(),
+                cell(c.diff or ""),
+                cell(c.recovery_text()),
             ]
             for c in self.cells
         ]
         if any(c.in_flight for c in self.cells):
             head.insert(2, "in flight at the kill")
             for row, c in zip(rows, self.cells, strict=True):
-                row.insert(2, ", ".join(c.in_flight))
+                row.insert(2, cell(", ".join(c.in_flight)))
         if markdown:
             lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
             lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -160,34 +172,41 @@ class Report:
 
     def notes(self) -> str:
         """What was not tested, and what the user should know, under the table."""
-        lines = [f"not tested: {u.boundary}: {u.why}" for u in self.untested]
-        lines += [f"note: {w}" for w in self.warnings]
+        lines = [f"not tested: {shown(u.boundary)}: {shown(u.why)}" for u in self.untested]
+        lines += [f"note: {shown(w)}" for w in self.warnings]
         return "\n".join(lines)
 
     def summary(self) -> str:
+        workflow = shown(self.workflow)
         if self.expect_diff is not None:
             return (
-                f"{self.workflow}: the run without a crash already differs from what you "
-                f"expect: {self.expect_diff}"
+                f"{workflow}: the run without a crash already differs from what you "
+                f"expect: {shown(self.expect_diff)}"
             )
         ends = (
-            "" if self.reference_end == "completed"
+            ""
+            if self.reference_end == "completed"
             else f" (each {self.reference_end}, as the run without a crash)"
-        )  # fmt: skip
+        )
+        ends = shown(ends)
+        state = "no-crash state"
+        if self.deploy_to is not None:
+            workflow += f" deployed to {shown(self.deploy_to)}"
+            state = "no-crash state of either version"
         if self.ok:
             return (
-                f"{self.workflow}: all {len(self.cells)} crash points end in the no-crash "
-                f"state{ends} ({self.seconds:.1f} s)"
+                f"{workflow}: all {len(self.cells)} crash points end in the "
+                f"{state}{ends} ({self.seconds:.1f} s)"
             )
-        names = ", ".join(f"{c.crash_at} ({c.activity})" for c in self.failed)
+        names = ", ".join(f"{c.crash_at} ({shown(c.activity)})" for c in self.failed)
         return (
-            f"{self.workflow}: {len(self.failed)} of {len(self.cells)} crash points do not end "
-            f"in the no-crash state: {names} ({self.seconds:.1f} s)"
+            f"{workflow}: {len(self.failed)} of {len(self.cells)} crash points do not end "
+            f"in the {state}: {names} ({self.seconds:.1f} s)"
         )
 
     def failure_text(self) -> str:
         """What a test failure says: which boundaries differ and how, then the whole table."""
         lines = [self.summary(), ""]
         for c in self.failed:
-            lines.append(f"  {c.crash_at} ({c.activity}): {c.diff}")
+            lines.append(f"  {c.crash_at} ({shown(c.activity)}): {shown(c.diff)}")
         return "\n".join([*lines, "", self.table(), self.notes()]).rstrip()

@@ -16,9 +16,11 @@ import asyncio
 import contextlib
 import inspect
 import itertools
+import math
 import os
 import re
 import signal
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -31,27 +33,36 @@ from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from temporal_crashtest._errors import CrashTestAborted
-from temporal_crashtest._fastforward import SHORT_TASK_TIMEOUT, fast_forward
+from temporal_crashtest._fastforward import SHORT_TASK_TIMEOUT, end_held, fast_forward
 from temporal_crashtest._history import (
     Boundary,
     RunHistory,
     Wait,
     activity_attempts,
+    longest_workflow_task_s,
     read_tree,
     recovery_waits,
+    timeouts_without_a_kill,
     unexplained_activity_attempts,
     unexplained_task_timeouts,
     with_likely_cause,
 )
 from temporal_crashtest._interceptor import Attempt, CrashSite
 from temporal_crashtest._model import CellPoint, Drive, Observe, Reference, Target, to_json
-from temporal_crashtest._points import Moment
-from temporal_crashtest._polling import Idle, Stuck, progress_of, tree_histories, what_it_waits_on
+from temporal_crashtest._polling import (
+    DEADLOCK,
+    Going,
+    Idle,
+    Stuck,
+    progress_of,
+    tree_histories,
+    what_it_waits_on,
+)
 from temporal_crashtest._processes import Child, Processes
-from temporal_crashtest._report import Cell, differences
+from temporal_crashtest._report import Cell
 from temporal_crashtest._status import WorkerStatus
 from temporal_crashtest.worker import GO, PARENT_PID_ENV
 
@@ -60,9 +71,17 @@ DEFAULT_TASK_TIMEOUT_S = 10.0  # the server's, for a run started without one
 WORKFLOW_TASK_CHECK_S = 2.0  # how often a waiting cell asks whether its run is stuck or idle
 IDLE_CHECKS = 2  # a run seen idle this many checks in a row is reported
 GROUP_KILL_ALLOWANCE_S = 5.0  # each kill after a group's first adds this much to its deadline
+LOADED_RERUNS = 3  # a cell whose run saw load's doing (`_Run.unexplained`) is run again this often
+# Past its deadline, a run whose history still grows (a loaded machine) is given this much more,
+# at most OVERRUN_FACTOR deadlines in all.
+PROGRESS_GRACE_S = 10.0
+# An attempt the server says the live worker started, and that the worker has not said it
+# received for this long, was lost on the way (its poll's answer).
+LOST_AFTER_S = 10.0
+OVERRUN_FACTOR = 3
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class GroupRun:
     """A group's run: how many of its points it crashed at (in order), and what differed from
     the reference (None: nothing; every crashed point is cleared)."""
@@ -87,7 +106,7 @@ class _Worker:
     status: WorkerStatus
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Run:
     workflow_id: str
     handle: WorkflowHandle[Any, Any] | None = None
@@ -106,14 +125,77 @@ class _Run:
     drive: asyncio.Task[Any] | None = None
 
 
+@dataclass(kw_only=True)
+class _Watch:
+    """What `_until_one_ends` knows of a run between its looks at it."""
+
+    deadline: float
+    latest: float  # the deadline moves on while the run progresses, never past this
+    ready_at: float | None = None  # when the worker said it polls
+    events: int | None = None  # the history's length when first seen, then as it grows
+    progressed_at: float = -math.inf
+    idle_checks: int = 0
+
+    def time_left(self) -> float:
+        """Seconds to the deadline; one a run still progressing has passed moves on a little."""
+        now = time.monotonic()
+        if self.deadline <= now and now - self.progressed_at < PROGRESS_GRACE_S:
+            # Still going, only slowly (a loaded machine): a little longer, within bounds.
+            self.deadline = min(self.latest, now + PROGRESS_GRACE_S)
+        return self.deadline - now
+
+
 async def _call(fn: Callable[..., Any], *args: Any) -> Any:
-    """A user's function, sync (in a thread) or async."""
+    """A user's function, sync (in a thread of its own) or async. A sync one runs in a daemon
+    thread, not the event loop's executor: if it never returns, waiting for it can be given up
+    (a deadline, Ctrl-C) and the process still exits (the executor's threads are joined at the
+    end of `asyncio.run`, a daemon thread is not)."""
     if inspect.iscoroutinefunction(fn):
         return await fn(*args)
-    value = await asyncio.to_thread(fn, *args)
+    value = await _in_a_thread_of_its_own(fn, *args)
     if inspect.isawaitable(value):
         value = await value
     return value
+
+
+_ASK_AGAIN = {RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.UNAVAILABLE}
+
+
+async def _result(handle: WorkflowHandle[Any, Any]) -> Any:
+    """The run's result, however long it takes: a wait whose call timed out (a server slow to
+    answer, on a loaded machine) is asked again, not taken for the run's end."""
+    while True:
+        try:
+            return await handle.result()
+        except RPCError as err:
+            if err.status not in _ASK_AGAIN:
+                raise
+            await asyncio.sleep(0.2)
+
+
+def _in_a_thread_of_its_own(fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if future.done():  # given up meanwhile
+            return
+        if error is None:
+            future.set_result(result)
+        else:
+            future.set_exception(error)
+
+    def run() -> None:
+        try:
+            result, error = fn(*args), None
+        except BaseException as err:  # handed to the waiting task, as to_thread does
+            result, error = None, err
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits any more
+            loop.call_soon_threadsafe(settle, result, error)
+
+    name = getattr(fn, "__name__", "call")
+    threading.Thread(target=run, name=f"crashtest-{name}", daemon=True).start()
+    return future
 
 
 class Runner:
@@ -155,10 +237,13 @@ class Runner:
         *,
         warm: bool = False,
         task_timeout: timedelta | None = None,
+        deployed: bool = False,
     ) -> _Worker:
         """`python -m temporal_crashtest.worker` for the target, crashing at `crash_at` if given
-        (`warm`: built, polling once it gets GO), and the channel it reports its state on."""
-        args = ["-m", "temporal_crashtest.worker", "--worker", target.worker]
+        (`warm`: built, polling once it gets GO; `deployed`: of the version deployed, in a deploy
+        test), and the channel it reports its state on."""
+        factory = target.deploy_to if deployed and target.deploy_to else target.worker
+        args = ["-m", "temporal_crashtest.worker", "--worker", factory]
         args += ["--task-queue", task_queue]
         args += ["--address", self.address, "--namespace", self.namespace]
         if target.data_converter:
@@ -185,8 +270,14 @@ class Runner:
         return _Worker(name, child, status)
 
     async def observe(self, workflow_id: str) -> Any:
+        """The user's view of the run's end, within the deadline (`deadline_s`)."""
         try:
-            value = await _call(self.observe_fn, workflow_id)
+            value = await asyncio.wait_for(_call(self.observe_fn, workflow_id), self.deadline_s)
+        except TimeoutError:
+            raise CrashTestAborted(
+                f"observe({workflow_id!r}) did not return within {self.deadline_s:g} s "
+                "(--deadline-s): is it waiting on something that never comes?"
+            ) from None
         except Exception as err:
             raise CrashTestAborted(
                 f"observe({workflow_id!r}) raised {type(err).__name__}: {err}"
@@ -196,14 +287,24 @@ class Runner:
     async def reference(self, target: Target) -> Reference:
         """Run once without a crash: the state to reach, how the run ends (completed, or failed,
         cancelled, ... by design), and the boundaries to crash at."""
-        run = _Run(self._workflow_id("reference"))
-        try:
-            await self._run(target, [], run)
-        except _CellFailed as err:
-            raise CrashTestAborted(f"the reference run (no crash) failed: {err}") from None
-        if run.handle is None:
-            raise CrashTestAborted("the reference run (no crash) did not start")
-        tree = read_tree(await self._histories(run.handle), frozenset(run.served))
+        for again in range(LOADED_RERUNS + 1):
+            run = _Run(workflow_id=self._workflow_id("reference"))
+            try:
+                await self._run(target, [], run)
+            except _CellFailed as err:
+                raise CrashTestAborted(f"the reference run (no crash) failed: {err}") from None
+            if run.handle is None:
+                raise CrashTestAborted("the reference run (no crash) did not start")
+            tree = read_tree(await self._histories(run.handle), frozenset(run.served))
+            if not (marks := timeouts_without_a_kill(tree.runs)):
+                break
+            # A timeout no kill caused: on a loaded machine, a live worker's heartbeat came late
+            # and its attempt ran again (an unkeyed effect twice). Not the state to compare with.
+            if again == LOADED_RERUNS:
+                tree.warnings.append(
+                    f"the run without a crash had {marks} timeout(s) that no kill caused in each "
+                    f"of {LOADED_RERUNS + 1} runs: by design, or a loaded machine"
+                )
         if not tree.boundaries:
             raise CrashTestAborted(
                 "the workflow ran no activities and no local activities: there is nothing to "
@@ -216,24 +317,23 @@ class Runner:
         """One crash (None: no crash) or reset, compared with the reference."""
         started = time.monotonic()
         crash_at = point.crash_at if point else "none"
-        run = _Run(self._workflow_id(re.sub(r"[^\w-]", "-", crash_at)))
+        run = _Run(workflow_id=self._workflow_id(re.sub(r"[^\w-]", "-", crash_at)))
         error = None
         try:
-            if point is not None and point.moment is Moment.RESET:
+            if point is not None and not point.moment.kills_a_worker:
                 await self._reset(target, point, run)
             else:
                 stages = [point] * point.repeat if point else []
-                await self._run(target, stages, run, reference)
+                runs = [run]
+                try:
+                    await self._run_through_load(target, stages, reference, runs)
+                finally:
+                    run = runs[-1]
                 if run.unexplained:
-                    # A workflow task outran the short timeout, or an activity attempt ended
-                    # that no kill ended (a loaded machine): the counts would show more than the
-                    # crash did. Run the cell again, with the production workflow task timeout.
-                    run = _Run(self._workflow_id(re.sub(r"[^\w-]", "-", crash_at)))
-                    await self._run(target, stages, run, reference, shorten=False)
-                    run.fast_forward.append(
-                        "ran again with the production workflow task timeout: a workflow task "
-                        f"outran {SHORT_TASK_TIMEOUT.total_seconds():g} s, or an activity attempt "
-                        "ended that no kill ended (a loaded machine)"
+                    raise _CellFailed(
+                        f"after {LOADED_RERUNS} runs, each still had an activity attempt or a "
+                        "workflow task end that no kill ended: the machine is too loaded to tell "
+                        "the crash's effects from the load's (fewer --jobs?)"
                     )
         except _CellFailed as err:
             error = str(err)
@@ -241,18 +341,14 @@ class Runner:
             observed = await self.observe(run.workflow_id)
         except CrashTestAborted as err:
             observed, error = None, error or str(err)
-        ends_alike = run.end == reference.end
-        diff = error or (
-            None if ends_alike else f"the run {run.end}; without a crash it {reference.end}"
-        )
-        diff = diff or differences(reference.observed, observed)
+        diff = error or reference.differs(run.end, observed)
         activity = point.boundary.label if point else ""
         labels = {f"{b.scope}:{b.position}": b.label for b in reference.boundaries}
         return Cell(
             workflow_id=run.workflow_id,
             crash_at=crash_at,
             activity=activity,
-            matches=error is None and ends_alike and observed == reference.observed,
+            matches=diff is None,
             observed=observed,
             diff=diff,
             recovery_s=None if run.recovery_s is None else round(run.recovery_s, 2),
@@ -264,13 +360,48 @@ class Runner:
             fast_forward=run.fast_forward,
         )
 
+    async def _run_through_load(
+        self,
+        target: Target,
+        stages: list[CellPoint],
+        reference: Reference,
+        runs: list[_Run],
+    ) -> None:
+        """Run the cell (`runs[-1]`); run it again, as a new run appended to `runs`, at most
+        LOADED_RERUNS times and with the production workflow task timeout, while load leaves
+        its marks: a workflow task that outran the short timeout or an activity attempt no kill
+        ended (the counts would show more than the crash did), or a workflow task that kept
+        failing the SDK's 2 s deadlock check (a long history replayed on a starved CPU)."""
+        why = ""
+        for again in range(LOADED_RERUNS + 1):
+            run, reason = runs[-1], why  # why this run was made (again > 0)
+            try:
+                await self._run(target, stages, run, reference, shorten=not again)
+            except _CellFailed as err:
+                if DEADLOCK not in str(err) or again == LOADED_RERUNS:
+                    raise
+                why = "a workflow task kept failing the SDK's deadlock check"
+            else:
+                if not run.unexplained or again == LOADED_RERUNS:
+                    return
+                why = "a workflow task outran its short timeout, or an activity attempt ended "
+                why += "that no kill ended"
+            finally:
+                if again:  # after the run's own notes (its fast-forward keeps the first kill's)
+                    run.fast_forward.append(
+                        f"ran again ({again} of at most {LOADED_RERUNS}) with the production "
+                        f"workflow task timeout: {reason} (a loaded machine)"
+                    )
+            what = re.sub(r"[^\w-]", "-", stages[0].crash_at if stages else "none")
+            runs.append(_Run(workflow_id=self._workflow_id(what)))
+
     async def group(
         self, target: Target, points: list[CellPoint], reference: Reference
     ) -> GroupRun:
         """One run crashed at each of `points` in turn (in the order the run reaches them),
         compared with the reference as a whole."""
         started = time.monotonic()
-        run = _Run(self._workflow_id(f"group-of-{len(points)}"))
+        run = _Run(workflow_id=self._workflow_id(f"group-of-{len(points)}"))
         why = None
         try:
             await self._run(target, points, run, reference)
@@ -284,16 +415,14 @@ class Runner:
                 why = str(err)
         if why is None and run.unexplained:
             why = "a workflow task or an activity attempt ended that no kill ended"
-        if why is None and run.end != reference.end:
-            why = f"the run {run.end}; without a crash it {reference.end}"
         if why is None:
-            why = differences(reference.observed, observed)
+            why = reference.differs(run.end, observed)
         return GroupRun(
-            run.workflow_id,
-            run.crashes,
-            why,
-            observed,
-            round(time.monotonic() - started, 2),
+            workflow_id=run.workflow_id,
+            reached=run.crashes,
+            why=why,
+            observed=observed,
+            seconds=round(time.monotonic() - started, 2),
         )
 
     def _workflow_id(self, what: str) -> str:
@@ -317,7 +446,7 @@ class Runner:
         if self.drive_fn is not None:
             run.drive = asyncio.ensure_future(_call(self.drive_fn, run.handle))
             run.drive.add_done_callback(lambda f: f.cancelled() or f.exception())  # seen later
-        result = asyncio.ensure_future(run.handle.result())
+        result = asyncio.ensure_future(_result(run.handle))
         result.add_done_callback(lambda f: f.cancelled() or f.exception())  # seen, not lost
         return result
 
@@ -345,90 +474,39 @@ class Runner:
         not reach ends the crashes (`run.crashes` says how many were made). `reference`: its
         labels name the recovery's waits, and its task timeouts are production's."""
         crashes = len(stages)
-        deadline = (
-            time.monotonic()
-            + self.deadline_s
-            + max(0, crashes - 1)
-            * (SHORT_TASK_TIMEOUT.total_seconds() + target.resume_after_s + GROUP_KILL_ALLOWANCE_S)
-        )
+        deadline = self._deadline(target, crashes)
+        short = self._task_timeout(stages, reference, shorten)
         queue = run.workflow_id
-        short = None
-        if (
-            shorten
-            and not self.real_timeouts
-            and any(
-                p.holds_a_task or (reference is not None and _has_siblings(p, reference))
-                for p in stages
-            )
-        ):
-            short = SHORT_TASK_TIMEOUT
         names = (f"{queue}-{n}" for n in itertools.count())
+        workers: list[_Worker] = []
 
         async def worker(stage: int, warm: bool) -> _Worker:
             """The worker of `stage` (0: the first); the last one does not crash."""
-            name = next(names)
-            crash = stages[stage].site() if stage < crashes else None
+            site = stages[stage].site() if stage < crashes else None
+            watched = run.workflow_id if site else None
             started = await self.start_worker(
                 target,
-                name,
+                next(names),
                 queue,
-                crash,
-                run.workflow_id if crash else None,
+                site,
+                watched,
                 warm=warm,
                 task_timeout=short,
+                deployed=stage > 0,  # in a deploy test, whoever takes over runs the next version
             )
             workers.append(started)
             return started
 
-        workers: list[_Worker] = []
         result: asyncio.Future[Any] | None = None
         try:
             current = await worker(0, warm=False)
             successor = await worker(1, warm=True) if crashes else None
             result = await self._start(target, run, queue, short)
-            for stage in range(crashes):
+            for stage, point in enumerate(stages):
                 await self._until_one_ends(run, result, current, deadline)
-                point = stages[stage]
-                if result.done():
-                    if stage == 0:
-                        raise _CellFailed(
-                            f"the crash point {point.crash_at} was never "
-                            "reached: the run ended while the worker was still alive"
-                        )
+                if not self._killed(point, stage, current, result):
                     break  # a repeat: the recovery did not pass the point again (its answer)
-                if current.child.returncode != -signal.SIGKILL:
-                    raise _CellFailed(
-                        f"the crashing worker exited with code {current.child.returncode} "
-                        f"before {point.crash_at}: {self.procs.last_line(current.name)}"
-                    )
-                run.crashes += 1
-                current.status.drain()  # what it wrote before it died is all there
-                crash = current.status.crash or {}
-                attempts = [Attempt(**a) for a in crash.get("attempts", [])]
-                final = [a.ends for a in attempts if not a.retryable and a.ends]
-                facts = current.status.facts
-                run.killed.append(str(facts.get("identity")))
-                run.kills.append(datetime.now(UTC).replace(tzinfo=None))
-                if run.killed_at is None:
-                    run.killed_at = time.monotonic()
-                    run.in_flight = [
-                        f"{r['scope']}:{r['position']}" for r in crash.get("in_flight", [])
-                    ]
-                    run.sticky_s = facts.get("sticky_s")
-                if not self.real_timeouts and run.handle is not None:
-                    forward = await fast_forward(
-                        self.client, run.handle, attempts, point.crash_at,
-                        str(facts.get("identity") or "") or None,
-                    )  # fmt: skip
-                    run.fast_forward = run.fast_forward or forward.done
-                    if run.crashes == 1:
-                        run.in_flight += [f"{name} (held)" for name in forward.also_held]
-                if final and not self.real_timeouts:
-                    # Nothing will retry it: waiting would only wait out its timeout. Production's
-                    # run does not reach the reference state; say what it sees instead.
-                    run.end = f"cannot recover: {final[0]}"
-                    run.recovery_s = time.monotonic() - (run.killed_at or time.monotonic())
-                    return
+                await self._after_the_kill(run, current, point)
                 await asyncio.sleep(target.resume_after_s)  # e.g. past an idempotency key's TTL
                 assert successor is not None
                 current = successor
@@ -436,18 +514,123 @@ class Runner:
                 if stage + 1 < crashes:
                     successor = await worker(stage + 2, warm=True)
             await self._until_one_ends(run, result, current, deadline)
-            if not result.done():
-                raise _CellFailed(
-                    f"the worker exited with code {current.child.returncode} before the run "
-                    f"ended: {with_likely_cause(self.procs.last_line(current.name))}"
-                )
-            self._ended(run, result)
-            if run.killed_at is not None and run.handle is not None:
-                run.recovery_s = time.monotonic() - run.killed_at
-                one = stages[0] if len(set(stages)) == 1 else None  # a group: no one point's
-                await self._read_waits(run, one, reference, short)
+            await self._to_the_end(run, result, current, stages, reference, short)
         finally:
             await self._finish(run, result, workers)
+
+    def _deadline(self, target: Target, crashes: int) -> float:
+        """When a run of `crashes` kills is given up: `deadline_s`, and for each kill after the
+        first a task timeout, the target's pause and a kill's allowance."""
+        per_kill = SHORT_TASK_TIMEOUT.total_seconds() + target.resume_after_s
+        per_kill += GROUP_KILL_ALLOWANCE_S
+        return time.monotonic() + self.deadline_s + max(0, crashes - 1) * per_kill
+
+    def _task_timeout(
+        self, stages: list[CellPoint], reference: Reference | None, shorten: bool
+    ) -> timedelta | None:
+        """The short workflow task timeout to start the run with, where a kill holds a workflow
+        task (or a sibling's) and timeouts are fast-forwarded; None: the workflow's own."""
+        if not shorten or self.real_timeouts:
+            return None
+        if any(
+            p.holds_a_task or (reference is not None and _has_siblings(p, reference))
+            for p in stages
+        ):
+            return short_task_timeout(reference)
+        return None
+
+    def _killed(
+        self, point: CellPoint, stage: int, current: _Worker, result: asyncio.Future[Any]
+    ) -> bool:
+        """Whether `current` was killed at `point`; False: the run ended first, which only a
+        later stage may (a repeat's recovery need not pass the point again). A worker that
+        exited any other way fails the cell."""
+        if result.done():
+            if stage == 0:
+                raise _CellFailed(
+                    f"the crash point {point.crash_at} was never "
+                    "reached: the run ended while the worker was still alive"
+                )
+            return False
+        if current.child.returncode != -signal.SIGKILL:
+            raise _CellFailed(
+                f"the crashing worker exited with code {current.child.returncode} "
+                f"before {point.crash_at}: {self.procs.last_line(current.name)}"
+            )
+        return True
+
+    async def _after_the_kill(self, run: _Run, killed: _Worker, point: CellPoint) -> None:
+        """Record the kill (who, when, what the dead worker held) and, unless `real_timeouts`,
+        fast-forward what the server would otherwise wait out."""
+        run.crashes += 1
+        killed.status.drain()  # what it wrote before it died is all there
+        crash = killed.status.crash or {}
+        facts = killed.status.facts
+        run.killed.append(str(facts.get("identity")))
+        run.kills.append(datetime.now(UTC).replace(tzinfo=None))
+        if run.killed_at is None:
+            run.killed_at = time.monotonic()
+            run.in_flight = [f"{r['scope']}:{r['position']}" for r in crash.get("in_flight", [])]
+            run.sticky_s = facts.get("sticky_s")
+        if self.real_timeouts or run.handle is None:
+            return
+        forward = await fast_forward(
+            self.client,
+            run.handle,
+            [Attempt(**a) for a in crash.get("attempts", [])],
+            point.crash_at,
+            str(facts.get("identity") or "") or None,
+        )
+        run.fast_forward = run.fast_forward or forward.done
+        if run.crashes == 1:
+            run.in_flight += [f"{name} (held)" for name in forward.also_held]
+
+    async def _to_the_end(
+        self,
+        run: _Run,
+        result: asyncio.Future[Any],
+        last: _Worker,
+        stages: list[CellPoint],
+        reference: Reference | None,
+        short: timedelta | None,
+    ) -> None:
+        """How the run ended, and for a crashed run how long its recovery took and what it
+        waited on (`last`: the worker that did not crash)."""
+        if not result.done():
+            raise _CellFailed(
+                f"the worker exited with code {last.child.returncode} before the run "
+                f"ended: {with_likely_cause(self.procs.last_line(last.name))}"
+            )
+        self._ended(run, result)
+        if run.killed_at is not None and run.handle is not None:
+            run.recovery_s = time.monotonic() - run.killed_at
+            one = stages[0] if len(set(stages)) == 1 else None  # a group: no one point's
+            await self._read_waits(run, one, reference, short)
+
+    async def _end_lost_attempts(self, run: _Run, progress: Going, worker: _Worker) -> None:
+        """End at once, to be retried, the attempts the server says were started where they will
+        never end: by a killed worker (handed to a poll it had out when it died), or by the live
+        worker, which never said it received them (a poll's answer lost on a loaded machine).
+        Production waits out their timeouts; the run's effects are the same either way."""
+        identity = worker.status.facts.get("identity")
+        worker.status.drain()
+        lost = []
+        for held in progress.started:
+            pending = held[2]
+            if pending.last_worker_identity in run.killed:
+                lost.append((held, "handed to a poll of the killed worker"))
+            elif pending.last_worker_identity == identity and identity:
+                age = datetime.now(UTC) - pending.last_started_time.ToDatetime(tzinfo=UTC)
+                received = (held[0], pending.activity_id, pending.attempt) in worker.status.started
+                if not received and age.total_seconds() > LOST_AFTER_S:
+                    lost.append((held, "started by the live worker, which never received it"))
+        ended = await asyncio.gather(*(end_held(self.client, *h, why) for h, why in lost))
+        for (held, why), ok in zip(lost, ended, strict=True):
+            if ok:
+                run.fast_forward.append(
+                    f"{held[2].activity_type.name} attempt {held[2].attempt} ({why}) ended at "
+                    "once, as its timeout would"
+                )
 
     async def _go(self, worker: _Worker, deadline: float) -> None:
         """Tell a warm worker to poll, once it says it is built (a signal before its handler is
@@ -581,7 +764,7 @@ class Runner:
                 raise _CellFailed(f"the reset was refused: {err}") from None
             run.killed_at = time.monotonic()
             run.handle = self.client.get_workflow_handle(run.workflow_id, run_id=reset.run_id)
-            result = asyncio.ensure_future(run.handle.result())
+            result = asyncio.ensure_future(_result(run.handle))
             result.add_done_callback(lambda f: f.cancelled() or f.exception())
             run.end = ""
             await self._until_one_ends(run, result, worker, deadline)
@@ -605,50 +788,87 @@ class Runner:
         """Wait until the run ends or the worker exits. A run that cannot go on (a workflow task
         that keeps failing, an activity failing on every attempt, nobody polling) or that sits
         idle ends the wait within seconds; past the deadline, say what the run is waiting on."""
-        assert run.handle is not None
         exited = asyncio.ensure_future(worker.child.wait())
-        idle_checks = 0
-        ready_at: float | None = None  # when the worker said it polls
+        latest = deadline + (OVERRUN_FACTOR - 1) * self.deadline_s
+        watch = _Watch(deadline=deadline, latest=latest)
         try:
             while not (result.done() or exited.done()):
-                left = deadline - time.monotonic()
+                left = watch.time_left()
                 if left <= 0:
-                    waits = await what_it_waits_on(run.handle)
-                    raise _CellFailed(f"no result within {self.deadline_s:g} s; {waits}")
+                    raise await self._past_the_deadline(run, worker)
                 await asyncio.wait(
                     {result, exited},
                     timeout=min(WORKFLOW_TASK_CHECK_S, left),
                     return_when=asyncio.FIRST_COMPLETED,
                 )
-                if result.done() or exited.done():
-                    break
-                if run.drive is not None and run.drive.done() and not run.drive.cancelled():
-                    error = run.drive.exception()
-                    if error is not None:
-                        raise _CellFailed(f"drive raised {type(error).__name__}: {error}")
-                if ready_at is None and worker.status.ready.is_set():
-                    ready_at = time.monotonic()
-                ready_for_s = None if ready_at is None else time.monotonic() - ready_at
-                progress = await progress_of(self.client, run.handle, ready_for_s)
-                if isinstance(progress, Stuck):
-                    raise _CellFailed(progress.why)
-                driving = run.drive is not None and not run.drive.done()
-                idle = isinstance(progress, Idle) and not driving and ready_at is not None
-                idle_checks = idle_checks + 1 if idle else 0
-                if idle_checks >= IDLE_CHECKS:
-                    hint = (
-                        "pass --drive"
-                        if self.drive_fn is None
-                        else "the drive function returned without sending it"
-                    )
-                    raise _CellFailed(
-                        "the run is idle, waiting for something nobody sends (a signal or an "
-                        f"update?): {hint}"
-                    )
+                if not (result.done() or exited.done()):
+                    await self._look(run, worker, watch)
         finally:
             exited.cancel()
             worker.status.drain()
             run.served |= set(worker.status.facts.get("task_queues", []))
+
+    async def _past_the_deadline(self, run: _Run, worker: _Worker) -> _CellFailed:
+        """Why a run has not ended in time: a worker that never polled, or what the run waits
+        on."""
+        if not worker.status.ready.is_set():
+            return _CellFailed(
+                f"the worker did not start polling within {self.deadline_s:g} s: "
+                "is the factory (--worker) still building it? Its last line: "
+                f"{self.procs.last_line(worker.name)}"
+            )
+        assert run.handle is not None
+        waits = await what_it_waits_on(run.handle, frozenset(run.killed))
+        return _CellFailed(f"no result within {self.deadline_s:g} s; {waits}")
+
+    async def _look(self, run: _Run, worker: _Worker, watch: _Watch) -> None:
+        """One look at a run still going: the cell fails if the drive function raised, if the
+        run cannot go on, or if it sat idle for IDLE_CHECKS looks; attempts lost with a dead
+        worker are ended (unless `real_timeouts`)."""
+        assert run.handle is not None
+        if run.drive is not None and run.drive.done() and not run.drive.cancelled():
+            error = run.drive.exception()
+            if error is not None:
+                raise _CellFailed(f"drive raised {type(error).__name__}: {error}")
+        if watch.ready_at is None and worker.status.ready.is_set():
+            watch.ready_at = time.monotonic()
+        ready_for_s = None if watch.ready_at is None else time.monotonic() - watch.ready_at
+        progress = await progress_of(self.client, run.handle, ready_for_s)
+        if isinstance(progress, Stuck):
+            raise _CellFailed(progress.why)
+        if isinstance(progress, Going):
+            if watch.events is not None and progress.events > watch.events:
+                watch.progressed_at = time.monotonic()
+            watch.events = progress.events
+            if not self.real_timeouts:
+                await self._end_lost_attempts(run, progress, worker)
+        driving = run.drive is not None and not run.drive.done()
+        idle = isinstance(progress, Idle) and not driving and watch.ready_at is not None
+        watch.idle_checks = watch.idle_checks + 1 if idle else 0
+        if watch.idle_checks >= IDLE_CHECKS:
+            hint = (
+                "pass --drive"
+                if self.drive_fn is None
+                else "the drive function returned without sending it"
+            )
+            raise _CellFailed(
+                "the run is idle, waiting for something nobody sends (a signal or an "
+                f"update?): {hint}"
+            )
+
+
+TASK_HEADROOM = 4  # the short workflow task timeout is at least this many times the longest task
+
+
+def short_task_timeout(reference: Reference | None) -> timedelta:
+    """The workflow task timeout of a cell whose kill holds a task: SHORT_TASK_TIMEOUT, or
+    TASK_HEADROOM times the reference's longest workflow task if that is more (a framework's
+    tasks take hundreds of milliseconds, and outrunning the short timeout costs a rerun), never
+    more than production's."""
+    if reference is None:
+        return SHORT_TASK_TIMEOUT
+    longest = timedelta(seconds=TASK_HEADROOM * longest_workflow_task_s(reference.tree.runs))
+    return min(max(SHORT_TASK_TIMEOUT, longest), timedelta(seconds=DEFAULT_TASK_TIMEOUT_S))
 
 
 def ending(error: WorkflowFailureError | None, workflow_id: str) -> str:
@@ -666,7 +886,9 @@ def ending(error: WorkflowFailureError | None, workflow_id: str) -> str:
         return "timed out"
     while getattr(cause, "cause", None) is not None:
         cause = cause.cause  # type: ignore[attr-defined]
-    kind = getattr(cause, "type", None) or type(cause).__name__
+    kind = type(cause).__name__  # a TimeoutError's `type` is an enum, not a name
+    if isinstance(cause, temporal_errors.ApplicationError) and cause.type:
+        kind = cause.type
     message = with_likely_cause(str(getattr(cause, "message", None) or cause))
     return f"failed: {kind}: {message.replace(workflow_id, '<workflow id>')}"
 

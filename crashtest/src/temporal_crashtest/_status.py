@@ -2,8 +2,10 @@
 
 The crash test makes a FIFO per worker (`<log_dir>/<name>.status`) and passes its path
 (`--status PATH`); the worker writes one JSON object a line to it: `{"event": "warm"}` once
-built, `{"event": "ready", "identity": ..., "sticky_s": ...}` once it polls, and `{"event":
-"crash", "in_flight": [...], "attempts": [...]}` just before it SIGKILLs itself. One writer a
+built, `{"event": "ready", "identity": ..., "sticky_s": ...}` once it polls, `{"event":
+"started", "workflow_id": ..., "activity_id": ..., "attempt": ...}` as it receives each activity
+attempt, and `{"event": "crash", "in_flight": [...], "attempts": [...]}` just before it SIGKILLs
+itself. One writer a
 FIFO, so lines never interleave, whatever their length. The worker's log keeps the same facts in
 words, for a person; the crash test reads only this channel (`WorkerStatus`), as it comes, with
 no polling of files.
@@ -46,6 +48,7 @@ class WorkerStatus:
         self.ready = asyncio.Event()
         self.facts: dict[str, Any] = {}  # from "ready": the worker's identity, sticky timeout
         self.crash: dict[str, Any] | None = None  # from "crash": in flight, attempts held
+        self.started: set[tuple[str, str, int]] = set()  # (workflow id, activity id, attempt)
 
     @classmethod
     def listen(cls, path: Path) -> WorkerStatus:
@@ -85,6 +88,9 @@ class WorkerStatus:
             self.ready.set()
         elif event == "crash":
             self.crash = message
+        elif event == "started":
+            where = (message.get("workflow_id"), message.get("activity_id"), message.get("attempt"))
+            self.started.add((str(where[0]), str(where[1]), int(where[2] or 0)))
 
     def close(self) -> None:
         if self._fd is not None:

@@ -46,6 +46,7 @@ OPTIONS = (
     "plugins",
     "real_timeouts",
     "exact",
+    "deploy_to",
 )
 
 
@@ -69,6 +70,7 @@ class CrashTest(Protocol):
         env: Mapping[str, str] | None = None,
         real_timeouts: bool | None = None,
         exact: bool | None = None,
+        deploy_to: Callable[..., Any] | str | None = None,
         expect_all_match: bool = True,
     ) -> Report: ...
 
@@ -98,7 +100,8 @@ def _command(
         cmd += ["--real-timeouts"]
     if options.get("exact"):
         cmd += ["--exact"]
-    for name in ("jobs", "deadline_s", "data_converter", "address", "repeat", "drive"):
+    names = ("jobs", "deadline_s", "data_converter", "address", "repeat", "drive", "deploy_to")
+    for name in names:
         if options.get(name) is not None:
             cmd += [f"--{name.replace('_', '-')}", str(options[name])]
     return cmd
@@ -143,6 +146,8 @@ def crash_test(request: pytest.FixtureRequest) -> CrashTest:
             options["drive"] = reference_to(drive, "drive")
         if options.get("plugins"):
             options["plugins"] = [reference_to(p, "plugins") for p in options["plugins"]]
+        if options.get("deploy_to") is not None:
+            options["deploy_to"] = reference_to(options["deploy_to"], "deploy_to")
         with tempfile.TemporaryDirectory(prefix="crashtest-") as folder:
             out = Path(folder) / "report.json"
             cmd = _command(

@@ -1,0 +1,82 @@
+"""When a cell is run again because of load, in process (no server): `_run` is replaced by a
+script of outcomes, so each rule of `Runner._run_through_load` is seen on its own. The crash
+tests of the suite run it for real; a deadlock on a loaded CI runner is what it was made for
+(deepagents, after-checkpoint:2: six workflow tasks in a row failed the SDK's 2 s check)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from temporal_crashtest._model import CellPoint, Reference, Target
+from temporal_crashtest._polling import DEADLOCK
+from temporal_crashtest._runner import LOADED_RERUNS, Runner, _CellFailed, _Run
+
+STUCK = f"the workflow task fails on the worker: {DEADLOCK} Potential deadlock detected"
+HELD = "1 attempt(s) it held failed at once, to be retried"
+
+
+class ScriptedRunner(Runner):
+    """A Runner whose runs end as `outcomes` say, in turn: an error text (the run is stuck),
+    an int (that many attempts no kill ended), or None (a clean run)."""
+
+    def __init__(self, outcomes: list[str | int | None]) -> None:
+        self.outcomes = outcomes
+        self.shortened: list[bool] = []
+        self.tag = "test"
+        self._runs = iter(range(1, 100))  # type: ignore[assignment]
+
+    async def _run(
+        self,
+        target: Target,
+        stages: list[CellPoint],
+        run: _Run,
+        reference: Reference | None = None,
+        shorten: bool = True,
+    ) -> None:
+        self.shortened.append(shorten)
+        # As the real one does: the notes of the run's first kill's fast-forward are kept.
+        run.fast_forward = run.fast_forward or [HELD]
+        outcome = self.outcomes.pop(0)
+        if isinstance(outcome, str):
+            raise _CellFailed(outcome)
+        run.unexplained = outcome or 0
+
+
+async def rerun(outcomes: list[str | int | None]) -> tuple[ScriptedRunner, list[_Run]]:
+    runner = ScriptedRunner(outcomes)
+    runs = [_Run(workflow_id="first")]
+    nothing: Any = None
+    await runner._run_through_load(nothing, [], nothing, runs)
+    return runner, runs
+
+
+def test_a_deadlock_on_a_loaded_machine_runs_the_cell_again() -> None:
+    runner, runs = asyncio.run(rerun([STUCK, None]))
+    assert runner.shortened == [True, False]  # again with the production task timeout
+    assert len(runs) == 2 and runs[-1].unexplained == 0
+    held, note = runs[-1].fast_forward  # the run's own notes first, then why it was made
+    assert held == HELD
+    assert note.startswith("ran again (1 of at most 3)") and "deadlock check" in note
+
+
+def test_attempts_no_kill_ended_run_it_again_until_clean() -> None:
+    runner, runs = asyncio.run(rerun([2, 1, None]))
+    assert runner.shortened == [True, False, False] and len(runs) == 3
+    assert runs[-1].fast_forward[0] == HELD and "that no kill ended" in runs[-1].fast_forward[1]
+    assert "ran again (2 of at most 3)" in runs[-1].fast_forward[1]
+
+
+def test_any_other_failure_is_the_cells_at_once() -> None:
+    with pytest.raises(_CellFailed, match="activity charge cannot run"):
+        asyncio.run(rerun(["activity charge cannot run on this worker", None]))
+
+
+def test_a_deadlock_that_stays_is_reported_after_the_last_rerun() -> None:
+    runner = ScriptedRunner([STUCK] * (LOADED_RERUNS + 1))
+    runs = [_Run(workflow_id="first")]
+    nothing: Any = None
+    with pytest.raises(_CellFailed, match="Potential deadlock"):
+        asyncio.run(runner._run_through_load(nothing, [], nothing, runs))
+    assert len(runner.shortened) == LOADED_RERUNS + 1 and not runner.outcomes
