@@ -1,0 +1,105 @@
+"""Deploy crash tests (`--deploy-to`): every run starts on v1 of `Order` and the worker that takes
+it over after a kill runs another version (`examples/deploys`). A step inserted without a patch
+blocks the run that had scheduled the receipt (a nondeterminism error, ✗ at once); behind
+`workflow.patched` each run keeps its path; v1 to v1 is an ordinary crash test. Where the steps
+changed under positional activity ids, a note says which id now names another step."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.db import ensure_database_url
+from tests.helpers import CrashtestRun, child_env, crashtest_runs, failing, prepare_database
+
+POINTS = "after-effect:1,after-effect:2,after-checkpoint:1,in-task:1,in-task:2"
+OLD = {"effects": ["charge o-1", "receipt for o-1"]}
+NEW = {"effects": ["charge o-1", "notice for o-1", "receipt for o-1"]}
+
+
+def deploy(to: str) -> list[str]:
+    return [
+        "--worker",
+        "examples.deploys.v1:worker",
+        "--workflow",
+        "examples.deploys.v1:Order",
+        "--input",
+        json.dumps("o-1"),
+        "--observe",
+        "examples.shapes.ledger:effects_of",
+        "--deploy-to",
+        f"examples.deploys.{to}:worker",
+        "--points",
+        POINTS,
+    ]
+
+
+@pytest.fixture(scope="module")
+def deploys(
+    temporal_address: str, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, CrashtestRun]:
+    """The three deploy crash tests, at once."""
+    env = child_env(prepare_database(ensure_database_url()), TEMPORAL_ADDRESS=temporal_address)
+    runs: dict[str, tuple[list[str], dict[str, str]]] = {
+        to: (deploy(to), {}) for to in ("v2", "v2_patched", "v1")
+    }
+    return crashtest_runs(runs, env, tmp_path_factory.mktemp("deploys"))
+
+
+def cells(run: CrashtestRun) -> dict[str, dict[str, Any]]:
+    return {c["crash_at"]: c for c in run[1]["cells"]}
+
+
+def test_a_step_inserted_without_a_patch_blocks_the_run(deploys: dict[str, CrashtestRun]) -> None:
+    """Killed after v1 scheduled the receipt, v2's worker expects the notice there: the run's
+    workflow task fails with a nondeterminism error, reported with what production would see.
+    Killed earlier (the receipt not yet scheduled), the run takes v2's path and passes."""
+    done, report = deploys["v2"]
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert report["deploy_to"] == "examples.deploys.v2:worker"
+    assert (report["reference"], report["deployed_reference"]) == (OLD, NEW)
+    assert failing(report) == {"after-effect:2"}
+    blocked = cells(deploys["v2"])["after-effect:2"]
+    assert "[TMPRL1100] Nondeterminism error" in blocked["diff"], blocked
+    assert "in production the run stays Running" in blocked["diff"], blocked
+    assert blocked["observed"] == OLD  # the receipt v1 sent before its worker died
+    assert cells(deploys["v2"])["after-effect:1"]["observed"] == NEW
+    assert "deployed to examples.deploys.v2:worker: 1 of 5" in done.stdout
+    [hazard] = report["warnings"]  # the default ids are positions: 2 was the receipt's
+    assert hazard.startswith("activity ids are positions and the steps changed"), hazard
+    assert "(2 send_receipt → send_notice)" in hazard
+
+
+def test_a_patched_step_keeps_each_run_on_its_path(deploys: dict[str, CrashtestRun]) -> None:
+    """Behind `workflow.patched`: a run v1 took past the receipt keeps v1's path, one killed
+    before the notice's place takes v2's; both are a no-crash state."""
+    done, report = deploys["v2_patched"]
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert report["deployed_reference"] == NEW
+    # The patch keeps runs in flight on their path; a reset on v2 still moves keys.
+    assert any(w.startswith("activity ids are positions") for w in report["warnings"])
+    by_point = cells(deploys["v2_patched"])
+    assert by_point["after-effect:2"]["observed"] == OLD
+    assert by_point["after-effect:1"]["observed"] == NEW
+    assert "end in the no-crash state of either version" in done.stdout
+
+
+def test_the_same_version_deployed_is_a_plain_crash_test(
+    deploys: dict[str, CrashtestRun],
+) -> None:
+    done, report = deploys["v1"]
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert report["deployed_reference"] == report["reference"] == OLD
+    assert report["warnings"] == []  # the same steps: nothing moved
+    assert {c["crash_at"] for c in report["cells"]} == set(POINTS.split(","))
+
+
+def test_a_reset_is_refused_in_a_deploy_test(temporal_address: str, tmp_path: Path) -> None:
+    env = child_env(prepare_database(ensure_database_url()), TEMPORAL_ADDRESS=temporal_address)
+    args = [*deploy("v2")[:-1], "reset:1"]
+    [(done, report)] = crashtest_runs({"reset": (args, {})}, env, tmp_path).values()
+    assert done.returncode == 2 and not report, done.stdout + done.stderr
+    assert "a reset on the deployed version is not supported yet" in done.stderr
