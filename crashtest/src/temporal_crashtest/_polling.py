@@ -239,6 +239,24 @@ def _set_up_wrong(message: str) -> bool:
     return any(needle in lowered for needle in SET_UP_WRONG)
 
 
+def _workflow_task(description: WorkflowExecutionDescription) -> str:
+    """The run's pending workflow task, in words: how long it has waited, on which attempt, and
+    whether a worker holds it (an empty string if none is pending)."""
+    raw = description.raw_description
+    if not raw.HasField("pending_workflow_task"):
+        return ""
+    task = raw.pending_workflow_task
+    now = datetime.now(UTC)
+    since = (now - task.scheduled_time.ToDatetime(tzinfo=UTC)).total_seconds()
+    text = f"; its workflow task, attempt {task.attempt}, was scheduled {seconds_text(since)} ago ("
+    if task.state == PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_STARTED:
+        held = (now - task.started_time.ToDatetime(tzinfo=UTC)).total_seconds()
+        text += f"a worker took it {seconds_text(held)} ago"
+    else:
+        text += "no worker has taken it yet"
+    return text + ")"
+
+
 async def what_it_waits_on(
     handle: WorkflowHandle[Any, Any], dead: frozenset[str] = frozenset()
 ) -> str:
@@ -257,7 +275,7 @@ async def what_it_waits_on(
     )
     if not pending:
         status = description.status.name.lower() if description.status else "?"
-        return f"the run is {status}{sleeping}"
+        return f"the run is {status}{_workflow_task(description)}{sleeping}"
     scheduled = {
         e.activity_task_scheduled_event_attributes.activity_id: (
             e.activity_task_scheduled_event_attributes
