@@ -21,6 +21,7 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not loaded"
+	$(BIN)/python -m infra stop  # the loaded tier starts fresh servers: its load is its own
 	$(BIN)/python -m pytest -m loaded
 
 # While you work: lint, types and the in-process tests (no server, no process started; well under
