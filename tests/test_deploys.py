@@ -2,7 +2,9 @@
 it over after a kill runs another version (`examples/deploys`). A step inserted without a patch
 blocks the run that had scheduled the receipt (a nondeterminism error, ✗ at once); behind
 `workflow.patched` each run keeps its path; v1 to v1 is an ordinary crash test. Where the steps
-changed under positional activity ids, a note says which id now names another step."""
+changed under positional activity ids, a note says which id now names another step. Two hazards
+no replay catches: one activity type for every step (a step inserted runs the receipt twice,
+with no error) and a changed input (every run in one version's state; a note says where)."""
 
 from __future__ import annotations
 
@@ -20,12 +22,12 @@ OLD = {"effects": ["charge o-1", "receipt for o-1"]}
 NEW = {"effects": ["charge o-1", "notice for o-1", "receipt for o-1"]}
 
 
-def deploy(to: str) -> list[str]:
+def deploy(to: str, base: str = "v1") -> list[str]:
     return [
         "--worker",
-        "examples.deploys.v1:worker",
+        f"examples.deploys.{base}:worker",
         "--workflow",
-        "examples.deploys.v1:Order",
+        f"examples.deploys.{base}:Order",
         "--input",
         json.dumps("o-1"),
         "--observe",
@@ -41,11 +43,12 @@ def deploy(to: str) -> list[str]:
 def deploys(
     temporal_address: str, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, CrashtestRun]:
-    """The three deploy crash tests, at once."""
+    """The deploy crash tests, at once."""
     env = child_env(prepare_database(ensure_database_url()), TEMPORAL_ADDRESS=temporal_address)
     runs: dict[str, tuple[list[str], dict[str, str]]] = {
-        to: (deploy(to), {}) for to in ("v2", "v2_patched", "v1")
+        to: (deploy(to), {}) for to in ("v2", "v2_patched", "v1", "v2_input")
     }
+    runs["generic_v2"] = (deploy("generic_v2", base="generic_v1"), {})
     return crashtest_runs(runs, env, tmp_path_factory.mktemp("deploys"))
 
 
@@ -95,6 +98,42 @@ def test_the_same_version_deployed_is_a_plain_crash_test(
     assert report["deployed_reference"] == report["reference"] == OLD
     assert report["warnings"] == []  # the same steps: nothing moved
     assert {c["crash_at"] for c in report["cells"]} == set(POINTS.split(","))
+
+
+def test_one_activity_type_for_every_step_hides_an_unpatched_step(
+    deploys: dict[str, CrashtestRun],
+) -> None:
+    """Every step is `step(effect)`: v2 inserts the notice with no patch, and no nondeterminism
+    error stops the run v1 killed after its receipt: the receipt scheduled as id 2 comes back as
+    the notice's result, and v2 sends the receipt again under id 3 — neither version's state."""
+    done, report = deploys["generic_v2"]
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (report["reference"], report["deployed_reference"]) == (OLD, NEW)
+    assert failing(report) == {"after-effect:2"}
+    twice = cells(deploys["generic_v2"])["after-effect:2"]
+    assert twice["observed"] == {"effects": ["charge o-1", "receipt for o-1", "receipt for o-1"]}
+    assert "Nondeterminism" not in twice["diff"], twice
+    positions, shared = report["warnings"]
+    assert "(2 step('receipt for o-1') → step('notice for o-1'))" in positions, positions
+    assert shared.startswith("one activity type runs several steps and they changed (step: "), (
+        shared
+    )
+
+
+def test_a_changed_input_is_named_though_every_run_passes(
+    deploys: dict[str, CrashtestRun],
+) -> None:
+    """The receipt's input changed: every cell ends in one version's state (a receipt v1 had
+    scheduled keeps v1's input), and the note says which step's input changed."""
+    done, report = deploys["v2_input"]
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert report["deployed_reference"] == {"effects": ["charge o-1", "receipt for o-1 in EUR"]}
+    assert cells(deploys["v2_input"])["after-effect:2"]["observed"] == OLD
+    assert report["warnings"] == [
+        "send_receipt (activity id 2) takes another input on the new code ('o-1' → 'o-1 in "
+        "EUR'): replay never compares inputs, so an attempt scheduled on the old code runs with "
+        "the old input, and no error says so"
+    ]
 
 
 def test_a_reset_is_refused_in_a_deploy_test(temporal_address: str, tmp_path: Path) -> None:

@@ -34,5 +34,11 @@ class ChargeActivities:
         """A message before the charge's receipt, keyed as the receipt is."""
         await record(self.pool, f"notice for {invoice}", self.receipt_key and self.receipt_key())
 
+    @activity.defn
+    async def step(self, effect: str) -> None:
+        """One activity type for every step, the effect named by its input: how agent frameworks
+        run each model call or tool. Keyed as the receipt is."""
+        await record(self.pool, effect, self.receipt_key and self.receipt_key())
+
     def all(self) -> list[Callable[..., Any]]:
-        return [self.charge, self.send_notice, self.send_receipt]
+        return [self.charge, self.send_notice, self.send_receipt, self.step]

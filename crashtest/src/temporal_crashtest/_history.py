@@ -6,6 +6,7 @@ have ended."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from collections.abc import Sequence
@@ -70,6 +71,8 @@ class Boundary:
     ended: datetime = datetime.min  # when its last attempt ended (a local one: its marker)
     taken: datetime = datetime.min  # when the workflow task that took its result started
     closed: str = COMPLETED  # how it ended in its run: completed, failed, timed out, ...
+    input: str = ""  # a hint of its input (`short_input`)
+    input_digest: str = ""  # of its whole input as scheduled: equal inputs, equal digests
 
 
 @dataclass
@@ -157,12 +160,13 @@ class _Found:
     time: datetime
     reset_event_id: int
     input: str = ""
+    input_digest: str = ""
     ended: datetime = datetime.min
     taken: datetime = datetime.min
     closed: str = OPEN
 
 
-def _short_input(payloads: list[Payload]) -> str:
+def short_input(payloads: list[Payload]) -> str:
     """A hint of which call an activity is: its input's first strings (else its first numbers)."""
     if not payloads or payloads[0].metadata.get("encoding") != b"json/plain":
         return ""
@@ -260,7 +264,8 @@ def _scheduled(
         activity_id=a.activity_id,
         time=e.event_time.ToDatetime(),
         reset_event_id=a.workflow_task_completed_event_id,
-        input=_short_input(list(a.input.payloads)),
+        input=short_input(list(a.input.payloads)),
+        input_digest=hashlib.sha256(a.input.SerializeToString(deterministic=True)).hexdigest(),
     )
 
 
@@ -407,6 +412,8 @@ def read_tree(runs: list[RunHistory], served: frozenset[str] = frozenset()) -> T
                 ended=f.ended,
                 taken=f.taken,
                 closed=f.closed,
+                input=f.input,
+                input_digest=f.input_digest,
             )
         )
     tree.warnings += _repeated_activity_ids(tree)
