@@ -4,7 +4,8 @@ blocks the run that had scheduled the receipt (a nondeterminism error, ✗ at on
 `workflow.patched` each run keeps its path; v1 to v1 is an ordinary crash test. Where the steps
 changed under positional activity ids, a note says which id now names another step. Two hazards
 no replay catches: one activity type for every step (a step inserted runs the receipt twice,
-with no error) and a changed input (every run in one version's state; a note says where)."""
+with no error) and a changed input (every run in one version's state; a note says where). A
+rollback (v2_patched to v1) blocks every run that recorded the patch."""
 
 from __future__ import annotations
 
@@ -20,9 +21,10 @@ from tests.helpers import CrashtestRun, child_env, crashtest_runs, failing, prep
 POINTS = "after-effect:1,after-effect:2,after-checkpoint:1,in-task:1,in-task:2"
 OLD = {"effects": ["charge o-1", "receipt for o-1"]}
 NEW = {"effects": ["charge o-1", "notice for o-1", "receipt for o-1"]}
+ROLLBACK_POINTS = "after-effect:1,after-effect:2,after-checkpoint:2,in-task:2,in-task:3"
 
 
-def deploy(to: str, base: str = "v1") -> list[str]:
+def deploy(to: str, base: str = "v1", points: str = POINTS) -> list[str]:
     return [
         "--worker",
         f"examples.deploys.{base}:worker",
@@ -35,7 +37,7 @@ def deploy(to: str, base: str = "v1") -> list[str]:
         "--deploy-to",
         f"examples.deploys.{to}:worker",
         "--points",
-        POINTS,
+        points,
     ]
 
 
@@ -49,6 +51,7 @@ def deploys(
         to: (deploy(to), {}) for to in ("v2", "v2_patched", "v1", "v2_input")
     }
     runs["generic_v2"] = (deploy("generic_v2", base="generic_v1"), {})
+    runs["rollback"] = (deploy("v1", base="v2_patched", points=ROLLBACK_POINTS), {})
     return crashtest_runs(runs, env, tmp_path_factory.mktemp("deploys"))
 
 
@@ -134,6 +137,24 @@ def test_a_changed_input_is_named_though_every_run_passes(
         "EUR'): replay never compares inputs, so an attempt scheduled on the old code runs with "
         "the old input, and no error says so"
     ]
+
+
+def test_a_rollback_blocks_every_run_past_the_patch(deploys: dict[str, CrashtestRun]) -> None:
+    """v2_patched rolled back to v1: a run that recorded the patch marker cannot be replayed by
+    code without it. Killed after a checkpoint or inside a task, the failed task follows a
+    timed-out one, so no history shows the error; the worker tells it, and the cell is ✗ with
+    it rather than waiting out its deadline. Killed inside the task that would record the
+    marker, the run takes v1's path and passes."""
+    done, report = deploys["rollback"]
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (report["reference"], report["deployed_reference"]) == (NEW, OLD)
+    assert failing(report) == {"after-effect:2", "after-checkpoint:2", "in-task:3"}
+    by_point = cells(deploys["rollback"])
+    for point in ("after-checkpoint:2", "in-task:3"):
+        diff = by_point[point]["diff"]
+        assert diff.startswith("the workflow task fails on the worker: [TMPRL1100]"), diff
+        assert "patch marker encountered for change notice-before-receipt" in diff, diff
+    assert by_point["in-task:2"]["observed"] == OLD
 
 
 def test_a_reset_is_refused_in_a_deploy_test(temporal_address: str, tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ history is `_history`'s."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -143,12 +144,17 @@ Progress = Going | Idle | Stuck
 
 
 async def progress_of(
-    client: Client, handle: WorkflowHandle[Any, Any], ready_for_s: float | None
+    client: Client,
+    handle: WorkflowHandle[Any, Any],
+    ready_for_s: float | None,
+    reported: Mapping[str, tuple[float, str]] | None = None,
 ) -> Progress:
     """Whether the run cannot go on: a workflow task that keeps failing (Temporal retries it
     forever: a worker without the workflow, code that replays differently), an activity failing
     on every attempt, or a workflow task nobody takes from a queue no worker polls although the
-    worker said it is ready `ready_for_s` ago (None: it has not). Or whether it sits idle."""
+    worker said it is ready `ready_for_s` ago (None: it has not). Or whether it sits idle.
+    `reported`: the latest workflow task failure per run id, as the worker told it (when, and
+    why: a failure after a task's timeout is in no history)."""
     idle = True
     started: list[tuple[str, str, PendingActivityInfo]] = []
     events = 0
@@ -157,7 +163,9 @@ async def progress_of(
         events += raw.workflow_execution_info.history_length
         what = "" if run.handle is handle else f" (child {run.description.workflow_type})"
         pending = raw.pending_workflow_task
-        if pending.attempt >= 2 and (failing := await _task_failure(run, pending.attempt)):
+        if pending.attempt >= 2 and (
+            failing := await _task_failure(run, pending.attempt, reported or {})
+        ):
             return Stuck(f"the workflow task fails on the worker{what}: {failing}")
         for a in raw.pending_activities:
             if a.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED:
@@ -187,18 +195,30 @@ async def progress_of(
     return Idle() if idle else Going(started, events)
 
 
-async def _task_failure(run: OpenRun, attempt: int) -> str | None:
-    """Why the run's workflow task keeps failing (its last failure), if it does. The SDK's
-    deadlock detector fails a task whose code did not yield for 2 s: on a loaded machine that
-    can pass on the next attempt, so only DEADLOCK_ATTEMPTS of them in a row count."""
+async def _task_failure(
+    run: OpenRun, attempt: int, reported: Mapping[str, tuple[float, str]]
+) -> str | None:
+    """Why the run's workflow task keeps failing (its last failure), if it does: from the
+    history, or, where the history shows none since the task last completed (the streak began
+    with a timeout, so its failures are written nowhere), as the worker `reported` it since then.
+    The SDK's deadlock detector fails a task whose code did not yield for 2 s: on a loaded
+    machine that can pass on the next attempt, so only DEADLOCK_ATTEMPTS of them in a row
+    count."""
     history = await run.handle.fetch_history()
-    failures = [
-        e.workflow_task_failed_event_attributes.failure.message
-        for e in history.events
-        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+    failures: list[str] = []
+    completed_at = 0.0
+    for e in history.events:
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            failures, completed_at = [], e.event_time.ToDatetime(tzinfo=UTC).timestamp()
         # a reset ends the task it goes back to as failed: the operator's, not the code's
-        and e.workflow_task_failed_event_attributes.cause != RESET
-    ]
+        elif (
+            e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+            and e.workflow_task_failed_event_attributes.cause != RESET
+        ):
+            failures.append(e.workflow_task_failed_event_attributes.failure.message)
+    told = reported.get(run.description.run_id)
+    if not failures and told is not None and told[0] > completed_at:
+        failures = [told[1]]
     if not failures or (DEADLOCK in failures[-1] and attempt < DEADLOCK_ATTEMPTS):
         return None
     if NONDETERMINISM in failures[-1]:

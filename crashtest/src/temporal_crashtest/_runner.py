@@ -833,7 +833,9 @@ class Runner:
         if watch.ready_at is None and worker.status.ready.is_set():
             watch.ready_at = time.monotonic()
         ready_for_s = None if watch.ready_at is None else time.monotonic() - watch.ready_at
-        progress = await progress_of(self.client, run.handle, ready_for_s)
+        progress = await progress_of(
+            self.client, run.handle, ready_for_s, worker.status.task_failures
+        )
         if isinstance(progress, Stuck):
             raise _CellFailed(progress.why)
         if isinstance(progress, Going):

@@ -4,11 +4,12 @@ The crash test makes a FIFO per worker (`<log_dir>/<name>.status`) and passes it
 (`--status PATH`); the worker writes one JSON object a line to it: `{"event": "warm"}` once
 built, `{"event": "ready", "identity": ..., "sticky_s": ...}` once it polls, `{"event":
 "started", "workflow_id": ..., "activity_id": ..., "attempt": ...}` as it receives each activity
-attempt, and `{"event": "crash", "in_flight": [...], "attempts": [...]}` just before it SIGKILLs
-itself. One writer a
-FIFO, so lines never interleave, whatever their length. The worker's log keeps the same facts in
-words, for a person; the crash test reads only this channel (`WorkerStatus`), as it comes, with
-no polling of files.
+attempt, `{"event": "task_failed", "run_id": ..., "message": ..., "at": ...}` as a workflow task
+fails on it (see `_task_failures`), and `{"event": "crash", "in_flight": [...], "attempts":
+[...]}` just before it SIGKILLs itself. One writer a FIFO, its writes one at a time (a log
+record may come from a thread of the SDK's), so lines never interleave, whatever their length.
+The worker's log keeps the same facts in words, for a person; the crash test reads only this
+channel (`WorkerStatus`), as it comes, with no polling of files.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +28,15 @@ class StatusWriter:
 
     def __init__(self, path: str | None) -> None:
         self._fd = os.open(path, os.O_WRONLY) if path else None
+        self._one_at_a_time = threading.Lock()
 
     def send(self, event: str, **facts: Any) -> None:
         if self._fd is None:
             return
         data = (json.dumps({"event": event, **facts}) + "\n").encode()
-        while data:
-            data = data[os.write(self._fd, data) :]
+        with self._one_at_a_time:
+            while data:
+                data = data[os.write(self._fd, data) :]
 
 
 class WorkerStatus:
@@ -49,6 +53,8 @@ class WorkerStatus:
         self.facts: dict[str, Any] = {}  # from "ready": the worker's identity, sticky timeout
         self.crash: dict[str, Any] | None = None  # from "crash": in flight, attempts held
         self.started: set[tuple[str, str, int]] = set()  # (workflow id, activity id, attempt)
+        # run id -> its latest failed workflow task: when (the worker's clock), and why
+        self.task_failures: dict[str, tuple[float, str]] = {}
 
     @classmethod
     def listen(cls, path: Path) -> WorkerStatus:
@@ -91,6 +97,9 @@ class WorkerStatus:
         elif event == "started":
             where = (message.get("workflow_id"), message.get("activity_id"), message.get("attempt"))
             self.started.add((str(where[0]), str(where[1]), int(where[2] or 0)))
+        elif event == "task_failed":
+            at = float(message.get("at") or 0.0)
+            self.task_failures[str(message.get("run_id"))] = (at, str(message.get("message", "")))
 
     def close(self) -> None:
         if self._fd is not None:

@@ -32,6 +32,7 @@ from temporal_crashtest._interceptor import CrashInterceptor, CrashSite
 from temporal_crashtest._loading import call, load_callable, load_data_converter, load_plugins
 from temporal_crashtest._processes import die_with_parent
 from temporal_crashtest._status import StatusWriter
+from temporal_crashtest._task_failures import report_task_failures
 
 PARENT_PID_ENV = "CRASHTEST_PARENT_PID"
 # Printed for a person (and sent on --status for the crash test) once the worker polls its task
@@ -84,6 +85,7 @@ async def serve(args: argparse.Namespace) -> int:
     go = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(GO, go.set)
+    report_task_failures(status)
     client = await connect(
         args.address,
         namespace=args.namespace,
