@@ -9,13 +9,23 @@ never its input, so each of these passes replay without a nondeterminism error:
   model call or tool through one activity) whose steps changed: a run in flight on the new code
   can be given one step's result for another, run a step twice or skip one.
 - A step whose input changed: an attempt scheduled on the old code runs with the old input.
+  The two runs differ in what each run makes its own (an order id an earlier step returned, a
+  `workflow.now()`, a `workflow.uuid4()`, the workflow's own id): those are not changes.
 
 A step is named by its type, or by its type and input where several steps share the type.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from temporalio.api.common.v1 import Payload
+from temporalio.api.enums.v1 import EventType
 
 from temporal_crashtest._history import Boundary, Tree
 from temporal_crashtest._interceptor import ROOT_SCOPE
@@ -30,21 +40,27 @@ def deploy_hazards(old: Tree, new: Tree) -> list[str]:
     before, after = _root_steps(old), _root_steps(new)
     counts = Counter(b.activity for b in before) | Counter(b.activity for b in after)
     shared = sorted(t for t, n in counts.items() if n > 1)
+    flows = (_Flow.of(old), _Flow.of(new))
     hazards = []
-    if (positions := _positions(before, after, shared)) is not None:
+    if (positions := _positions(flows, before, after, shared)) is not None:
         hazards.append(positions)
-    hazards += [h for t in shared if (h := _shared_type(t, before, after)) is not None]
-    hazards += _changed_inputs(before, after, shared)
+    hazards += [h for t in shared if (h := _shared_type(t, flows, before, after)) is not None]
+    hazards += _changed_inputs(flows, before, after, shared)
     return hazards
 
 
-def _positions(before: list[Boundary], after: list[Boundary], shared: list[str]) -> str | None:
-    """Positional activity ids under a changed list of steps."""
+def _positions(
+    flows: tuple[_Flow, _Flow], before: list[Boundary], after: list[Boundary], shared: list[str]
+) -> str | None:
+    """Positional activity ids under a changed list of steps (a step of a shared type is
+    another step when its input differs, `_Flow.differs`)."""
     if not all(b.activity_id.isdigit() for b in [*before, *after]):
         return None
     old, new = _names(before, shared), _names(after, shared)
     moved = [
-        f"{i} {a} → {b}" for i, (a, b) in enumerate(zip(old, new, strict=False), start=1) if a != b
+        f"{i} {old[i - 1]} → {new[i - 1]}"
+        for i, (a, b) in enumerate(zip(before, after, strict=False), start=1)
+        if a.activity != b.activity or (a.activity in shared and _another_input(flows, a, b))
     ]
     if not moved:  # steps only added or removed at the end: no id names another step
         return None
@@ -56,11 +72,14 @@ def _positions(before: list[Boundary], after: list[Boundary], shared: list[str])
     )
 
 
-def _shared_type(kind: str, before: list[Boundary], after: list[Boundary]) -> str | None:
+def _shared_type(
+    kind: str, flows: tuple[_Flow, _Flow], before: list[Boundary], after: list[Boundary]
+) -> str | None:
     """One activity type for several steps, whose steps (their inputs, in order) changed."""
     old = [b for b in before if b.activity == kind]
     new = [b for b in after if b.activity == kind]
-    if [b.input_digest for b in old] == [b.input_digest for b in new]:
+    pairs = zip(old, new, strict=False)  # of equal length when it matters
+    if len(old) == len(new) and not any(_another_input(flows, a, b) for a, b in pairs):
         return None
     return (
         f"one activity type runs several steps and they changed ({kind}: "
@@ -71,15 +90,18 @@ def _shared_type(kind: str, before: list[Boundary], after: list[Boundary]) -> st
     )
 
 
-def _changed_inputs(before: list[Boundary], after: list[Boundary], shared: list[str]) -> list[str]:
-    """Steps of a type of their own, under the same activity id, scheduled with another input."""
+def _changed_inputs(
+    flows: tuple[_Flow, _Flow], before: list[Boundary], after: list[Boundary], shared: list[str]
+) -> list[str]:
+    """Steps of a type of their own, under the same activity id, scheduled with another input
+    (`_another_input`)."""
     by_id = {b.activity_id: b for b in before if b.activity not in shared}
     changed = [
         (old, new)
         for new in after
         if (old := by_id.get(new.activity_id)) is not None
         and old.activity == new.activity
-        and old.input_digest != new.input_digest
+        and _another_input(flows, old, new)
     ]
     return [
         f"{new.activity} (activity id {shown(new.activity_id)}) takes another input on the new "
@@ -87,6 +109,94 @@ def _changed_inputs(before: list[Boundary], after: list[Boundary], shared: list[
         "scheduled on the old code runs with the old input, and no error says so"
         for old, new in changed
     ]
+
+
+# Values that differ between two runs of the same code, wherever they appear in a value: what
+# `workflow.now()` and `workflow.uuid4()` give (a framework puts them inside its messages).
+_GENERATED = re.compile(
+    r"\d{4}-\d\d-\d\d[T ][\d:.]+(Z|[+-]\d\d:?\d\d)?"
+    r"|[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}"
+)
+
+
+def _another_input(flows: tuple[_Flow, _Flow], old: Boundary, new: Boundary) -> bool:
+    """Whether `new` was scheduled with another input than `old`: its hint (the input's first
+    strings) differs, times and uuids aside, and so does a leaf of it (`_Flow.differs`). Two
+    runs of the same code differ in more than a person would call a change (a framework's
+    per-process ids, the order of a set): the hint keeps that out, at the cost of a change
+    past the hint's first strings going unnamed."""
+    if old.input_digest == new.input_digest:
+        return False
+    if _GENERATED.sub("<generated>", old.input) == _GENERATED.sub("<generated>", new.input):
+        return False
+    return flows[0].differs(flows[1], old.activity_id, new.activity_id)
+
+
+@dataclass(frozen=True)
+class _Flow:
+    """What the root's first run passed its activities (each input's leaves, by activity id) and
+    what they returned (every leaf of every result), its own workflow and run ids masked."""
+
+    inputs: dict[str, dict[tuple[str, ...], str]]
+    returned: frozenset[str]
+
+    @classmethod
+    def of(cls, tree: Tree) -> _Flow:
+        root = tree.run(ROOT_SCOPE)
+        if root is None:
+            return cls({}, frozenset())
+        masks = (root.workflow_id, root.run_id)
+        inputs: dict[str, dict[tuple[str, ...], str]] = {}
+        returned: set[str] = set()
+        for e in root.history.events:
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                a = e.activity_task_scheduled_event_attributes
+                inputs[a.activity_id] = _leaves(_values(a.input.payloads, masks))
+            elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+                result = e.activity_task_completed_event_attributes.result.payloads
+                returned |= set(_leaves(_values(result, masks)).values())
+        return cls(inputs, frozenset(returned))
+
+    def differs(self, new: _Flow, old_id: str, new_id: str) -> bool:
+        """Whether the input of `old_id` here and of `new_id` in `new` differ in a leaf that
+        neither came from an earlier step's result in each run (an order id, say) nor is an id
+        or a time."""
+        old_leaves, new_leaves = self.inputs.get(old_id, {}), new.inputs.get(new_id, {})
+        for path in old_leaves.keys() | new_leaves.keys():
+            was, now = old_leaves.get(path), new_leaves.get(path)
+            if was == now:
+                continue
+            if was is None or now is None:
+                return True  # the input's shape changed
+            if was in self.returned and now in new.returned:
+                continue
+            return True
+        return False
+
+
+def _values(payloads: Sequence[Payload], masks: tuple[str, ...]) -> list[Any]:
+    """The payloads as JSON values (one that is not JSON as its text), the masks replaced."""
+    values = []
+    for payload in payloads:
+        text = payload.data.decode(errors="replace")
+        for mask in masks:
+            text = text.replace(mask, "<masked>") if mask else text
+        try:
+            values.append(json.loads(text))
+        except ValueError:
+            values.append(text)
+    return values
+
+
+def _leaves(value: Any, path: tuple[str, ...] = ()) -> dict[tuple[str, ...], str]:
+    """Every scalar of `value` by its path, as JSON text, its times and uuids `<generated>`."""
+    if isinstance(value, dict | list):
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        found: dict[tuple[str, ...], str] = {}
+        for key, inner in items:
+            found |= _leaves(inner, (*path, str(key)))
+        return found
+    return {path: _GENERATED.sub("<generated>", json.dumps(value))}
 
 
 def _root_steps(tree: Tree) -> list[Boundary]:
