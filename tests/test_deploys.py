@@ -5,7 +5,8 @@ blocks the run that had scheduled the receipt (a nondeterminism error, ✗ at on
 changed under positional activity ids, a note says which id now names another step. Two hazards
 no replay catches: one activity type for every step (a step inserted runs the receipt twice,
 with no error) and a changed input (every run in one version's state; a note says where). A
-rollback (v2_patched to v1) blocks every run that recorded the patch."""
+rollback (v2_patched to v1) blocks every run that recorded the patch. Each test's replay pass
+(no kills) finds where a run in flight would be blocked, and nothing where replay cannot see."""
 
 from __future__ import annotations
 
@@ -22,6 +23,15 @@ POINTS = "after-effect:1,after-effect:2,after-checkpoint:1,in-task:1,in-task:2"
 OLD = {"effects": ["charge o-1", "receipt for o-1"]}
 NEW = {"effects": ["charge o-1", "notice for o-1", "receipt for o-1"]}
 ROLLBACK_POINTS = "after-effect:1,after-effect:2,after-checkpoint:2,in-task:2,in-task:3"
+# pydantic-ai's agent deployed to itself: its inputs hold times and per-process ids, which two
+# runs of the same code never share, and which are no change.
+PYDANTIC_AI = "examples.frameworks.pydantic_ai_agent"
+FRAMEWORK_TO_ITSELF = [
+    "--plugin", "pydantic_ai.durable_exec.temporal:PydanticAIPlugin",
+    "--worker", f"{PYDANTIC_AI}:keyed_worker", "--workflow", f"{PYDANTIC_AI}:KeyedOrderAgent",
+    "--input", '"milk"', "--observe", "examples.frameworks.effects:effects_of",
+    "--deploy-to", f"{PYDANTIC_AI}:keyed_worker", "--points", "after-effect:1",
+]  # fmt: skip
 
 
 def deploy(to: str, base: str = "v1", points: str = POINTS) -> list[str]:
@@ -52,7 +62,8 @@ def deploys(
     }
     runs["generic_v2"] = (deploy("generic_v2", base="generic_v1"), {})
     runs["rollback"] = (deploy("v1", base="v2_patched", points=ROLLBACK_POINTS), {})
-    return crashtest_runs(runs, env, tmp_path_factory.mktemp("deploys"))
+    runs["framework"] = (FRAMEWORK_TO_ITSELF, {})
+    return crashtest_runs(runs, env, tmp_path_factory.mktemp("deploys"), at_once=4)
 
 
 def cells(run: CrashtestRun) -> dict[str, dict[str, Any]]:
@@ -77,6 +88,13 @@ def test_a_step_inserted_without_a_patch_blocks_the_run(deploys: dict[str, Crash
     [hazard] = report["warnings"]  # the default ids are positions: 2 was the receipt's
     assert hazard.startswith("activity ids are positions and the steps changed"), hazard
     assert "(2 send_receipt → send_notice)" in hazard
+    # The replay pass, before any kill, finds the same place: a run in flight once the receipt
+    # is scheduled.
+    charge, receipt = report["replay"]
+    assert charge["failure"] is None, charge
+    assert receipt["failure"].startswith(
+        "[TMPRL1100] Nondeterminism error: Activity type of scheduled event 'send_receipt'"
+    ), receipt
 
 
 def test_a_patched_step_keeps_each_run_on_its_path(deploys: dict[str, CrashtestRun]) -> None:
@@ -91,6 +109,7 @@ def test_a_patched_step_keeps_each_run_on_its_path(deploys: dict[str, CrashtestR
     assert by_point["after-effect:2"]["observed"] == OLD
     assert by_point["after-effect:1"]["observed"] == NEW
     assert "end in the no-crash state of either version" in done.stdout
+    assert [r["failure"] for r in report["replay"]] == [None, None]
 
 
 def test_the_same_version_deployed_is_a_plain_crash_test(
@@ -101,6 +120,7 @@ def test_the_same_version_deployed_is_a_plain_crash_test(
     assert report["deployed_reference"] == report["reference"] == OLD
     assert report["warnings"] == []  # the same steps: nothing moved
     assert {c["crash_at"] for c in report["cells"]} == set(POINTS.split(","))
+    assert [r["failure"] for r in report["replay"]] == [None, None]
 
 
 def test_one_activity_type_for_every_step_hides_an_unpatched_step(
@@ -121,6 +141,8 @@ def test_one_activity_type_for_every_step_hides_an_unpatched_step(
     assert shared.startswith("one activity type runs several steps and they changed (step: "), (
         shared
     )
+    # Replay matches type and id only: the pass sees nothing; the live cell does.
+    assert [r["failure"] for r in report["replay"]] == [None, None]
 
 
 def test_a_changed_input_is_named_though_every_run_passes(
@@ -155,6 +177,19 @@ def test_a_rollback_blocks_every_run_past_the_patch(deploys: dict[str, Crashtest
         assert diff.startswith("the workflow task fails on the worker: [TMPRL1100]"), diff
         assert "patch marker encountered for change notice-before-receipt" in diff, diff
     assert by_point["in-task:2"]["observed"] == OLD
+    replayed = {r["activity"]: r["failure"] for r in report["replay"]}
+    assert replayed["charge"] is None
+    for step in ("send_notice", "send_receipt"):
+        assert "patch marker encountered" in replayed[step], replayed
+
+
+def test_a_framework_deployed_to_itself_has_no_hazard(deploys: dict[str, CrashtestRun]) -> None:
+    """Two runs of the same agent differ in times, per-process ids and a set's order: no note
+    may call that a change, and every cut replays."""
+    done, report = deploys["framework"]
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert report["warnings"] == []
+    assert report["replay"] and all(r["failure"] is None for r in report["replay"])
 
 
 def test_a_reset_is_refused_in_a_deploy_test(temporal_address: str, tmp_path: Path) -> None:

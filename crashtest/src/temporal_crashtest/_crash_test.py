@@ -33,6 +33,7 @@ from temporal_crashtest._loading import load_callable, load_data_converter, load
 from temporal_crashtest._model import Drive, Observe, Reference, Target, to_json
 from temporal_crashtest._points import MAX_REPEAT, CrashPoint
 from temporal_crashtest._processes import ForkedServer, NotForked, Processes
+from temporal_crashtest._replay import summary
 from temporal_crashtest._report import Cell, Report, differences, short
 from temporal_crashtest._runner import DEFAULT_DEADLINE_S, Runner
 
@@ -228,6 +229,10 @@ async def _crash_test(
             deploy_to=target.deploy_to,
             deployed_reference=deployed.observed if deployed else None,
         )
+        if deployed:
+            replayed = await runner.replay_pass(target, reference.tree)
+            say(summary(replayed, target.deploy_to))
+            report.replay = [r.to_json() for r in replayed]
         if options.expect is not NOTHING:
             report.expect_diff = differences(to_json(options.expect, "expect"), reference.observed)
         if report.expect_diff is None:

@@ -113,6 +113,8 @@ class Report:
     groups: int = 0  # the groups the points began in (0: a run per point, --exact)
     deploy_to: str | None = None  # a deploy test: the version that took over after each kill
     deployed_reference: Any = None  # ... and its run without a crash's state
+    # ... and its replay pass: each cut of the old history replayed on the new code (`_replay`)
+    replay: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

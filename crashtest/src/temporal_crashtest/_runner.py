@@ -40,6 +40,7 @@ from temporal_crashtest._fastforward import SHORT_TASK_TIMEOUT, end_held, fast_f
 from temporal_crashtest._history import (
     Boundary,
     RunHistory,
+    Tree,
     Wait,
     activity_attempts,
     longest_workflow_task_s,
@@ -62,6 +63,7 @@ from temporal_crashtest._polling import (
     what_it_waits_on,
 )
 from temporal_crashtest._processes import Child, Processes
+from temporal_crashtest._replay import Replayed, read_replayed, write_cuts
 from temporal_crashtest._report import Cell
 from temporal_crashtest._status import WorkerStatus
 from temporal_crashtest.worker import GO, PARENT_PID_ENV
@@ -243,13 +245,7 @@ class Runner:
         (`warm`: built, polling once it gets GO; `deployed`: of the version deployed, in a deploy
         test), and the channel it reports its state on."""
         factory = target.deploy_to if deployed and target.deploy_to else target.worker
-        args = ["-m", "temporal_crashtest.worker", "--worker", factory]
-        args += ["--task-queue", task_queue]
-        args += ["--address", self.address, "--namespace", self.namespace]
-        if target.data_converter:
-            args += ["--data-converter", target.data_converter]
-        for plugin in target.plugins:
-            args += ["--plugin", plugin]
+        args = self._worker_args(target, factory, task_queue)
         if crash_at is not None:
             args += ["--crash-at", crash_at.to_text()]
         if workflow_id is not None:
@@ -268,6 +264,34 @@ class Runner:
             status.close()
             raise
         return _Worker(name, child, status)
+
+    def _worker_args(self, target: Target, factory: str, task_queue: str) -> list[str]:
+        """`python -m temporal_crashtest.worker`'s arguments for `factory` on `task_queue`."""
+        args = ["-m", "temporal_crashtest.worker", "--worker", factory]
+        args += ["--task-queue", task_queue]
+        args += ["--address", self.address, "--namespace", self.namespace]
+        if target.data_converter:
+            args += ["--data-converter", target.data_converter]
+        for plugin in target.plugins:
+            args += ["--plugin", plugin]
+        return args
+
+    async def replay_pass(self, target: Target, tree: Tree) -> list[Replayed]:
+        """The deploy test's replay pass (`_replay`): the old version's run without a crash,
+        cut at each activity, replayed on the deployed version in a worker process of its own."""
+        assert target.deploy_to is not None
+        source = self.procs.log_dir / "replay.json"
+        write_cuts(tree, source)
+        queue = self._workflow_id("replay")
+        args = [*self._worker_args(target, target.deploy_to, queue), "--replay", str(source)]
+        code = await self.procs.run("replay", args, self.deadline_s, **target.env)
+        out = source.with_name(source.name + ".out")
+        if code != 0 or not out.exists():
+            raise CrashTestAborted(
+                f"the replay pass on {target.deploy_to} exited with code {code}: "
+                f"{self.procs.last_line('replay')}"
+            )
+        return read_replayed(out)
 
     async def observe(self, workflow_id: str) -> Any:
         """The user's view of the run's end, within the deadline (`deadline_s`)."""

@@ -59,12 +59,18 @@ def _failure(record: logging.LogRecord) -> tuple[str, str] | None:
         message = str(args[1])
         if not any(m in message for m in FAILURE_MARKS):
             return None  # an eviction of a run that did not fail (a full cache, its end)
-        inner = _INNER.search(message)  # `... Failure { message: "[TMPRL1100] ...", ... }`
-        return str(args[0]), inner.group(1).replace('\\"', '"') if inner else message
+        return str(args[0]), core_failure(message)
     if template.startswith(FAILED_ACTIVATION) and record.exc_info and record.exc_info[1]:
         error = record.exc_info[1]
         return str(args[0]), f"{type(error).__name__}: {error}"
     return None
+
+
+def core_failure(text: str) -> str:
+    """The message inside the core's rendering of a failure (`Workflow activation completion
+    failed: Failure { failure: Some(Failure { message: "[TMPRL1100] ...", ... }`), else `text`."""
+    inner = _INNER.search(text)
+    return inner.group(1).replace('\\"', '"') if inner else text
 
 
 def report_task_failures(status: StatusWriter) -> None:

@@ -31,6 +31,7 @@ from temporal_crashtest._exits import EXIT_BAD_INPUT, exit_now
 from temporal_crashtest._interceptor import CrashInterceptor, CrashSite
 from temporal_crashtest._loading import call, load_callable, load_data_converter, load_plugins
 from temporal_crashtest._processes import die_with_parent
+from temporal_crashtest._replay import replay_cuts, replay_file, write_replayed
 from temporal_crashtest._status import StatusWriter
 from temporal_crashtest._task_failures import report_task_failures
 
@@ -73,6 +74,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--warm", action="store_true", help="build the worker, then poll only after SIGUSR1"
     )
+    parser.add_argument(
+        "--replay",
+        help="a JSON file of history cuts (see _replay): build the worker, replay each against "
+        "its workflows instead of polling, write the results to FILE.out, and exit",
+    )
     return parser.parse_args(argv)
 
 
@@ -94,6 +100,10 @@ async def serve(args: argparse.Namespace) -> int:
         plugins=load_plugins(args.plugin),
     )
     workers = checked_workers(await call(factory, client, args.task_queue), args, client)
+    if args.replay:
+        rows, out = replay_file(args.replay)
+        write_replayed(out, await replay_cuts(workers, client, rows))
+        return 0
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
