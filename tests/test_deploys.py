@@ -6,12 +6,13 @@ changed under positional activity ids, a note says which id now names another st
 no replay catches: one activity type for every step (a step inserted runs the receipt twice,
 with no error) and a changed input (every run in one version's state; a note says where). A
 rollback (v2_patched to v1) blocks every run that recorded the patch. Each test's replay pass
-(no kills) finds where a run in flight would be blocked, and nothing where replay cannot see."""
+(no kills) finds where a run in flight would be blocked, and nothing where replay cannot see. A
+reset on the patched version sends the receipt twice under positional ids, never under explicit
+ones."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +24,13 @@ POINTS = "after-effect:1,after-effect:2,after-checkpoint:1,in-task:1,in-task:2"
 OLD = {"effects": ["charge o-1", "receipt for o-1"]}
 NEW = {"effects": ["charge o-1", "notice for o-1", "receipt for o-1"]}
 ROLLBACK_POINTS = "after-effect:1,after-effect:2,after-checkpoint:2,in-task:2,in-task:3"
+# Explicit activity ids, observed in any order (a reset's notice lands after the receipt).
+IDS = [
+    "--worker", "examples.deploys.ids_v1:worker", "--workflow", "examples.deploys.ids_v1:Order",
+    "--input", json.dumps("o-1"), "--observe", "examples.shapes.ledger:effects_in_any_order",
+    "--deploy-to", "examples.deploys.ids_v2_patched:worker",
+    "--points", "reset:1,reset:2,after-effect:1,after-effect:2,in-task:2",
+]  # fmt: skip
 # pydantic-ai's agent deployed to itself: its inputs hold times and per-process ids, which two
 # runs of the same code never share, and which are no change.
 PYDANTIC_AI = "examples.frameworks.pydantic_ai_agent"
@@ -63,6 +71,8 @@ def deploys(
     runs["generic_v2"] = (deploy("generic_v2", base="generic_v1"), {})
     runs["rollback"] = (deploy("v1", base="v2_patched", points=ROLLBACK_POINTS), {})
     runs["framework"] = (FRAMEWORK_TO_ITSELF, {})
+    runs["reset"] = (deploy("v2_patched", points="reset:1,reset:2"), {})
+    runs["ids"] = (IDS, {})
     return crashtest_runs(runs, env, tmp_path_factory.mktemp("deploys"), at_once=4)
 
 
@@ -192,9 +202,28 @@ def test_a_framework_deployed_to_itself_has_no_hazard(deploys: dict[str, Crashte
     assert report["replay"] and all(r["failure"] is None for r in report["replay"])
 
 
-def test_a_reset_is_refused_in_a_deploy_test(temporal_address: str, tmp_path: Path) -> None:
-    env = child_env(prepare_database(ensure_database_url()), TEMPORAL_ADDRESS=temporal_address)
-    args = [*deploy("v2")[:-1], "reset:1"]
-    [(done, report)] = crashtest_runs({"reset": (args, {})}, env, tmp_path).values()
-    assert done.returncode == 2 and not report, done.stdout + done.stderr
-    assert "a reset on the deployed version is not supported yet" in done.stderr
+def test_a_reset_on_the_patched_version_sends_the_receipt_twice(
+    deploys: dict[str, CrashtestRun],
+) -> None:
+    """v2 done right (behind a patch), then a reset on v2 — an operator's usual fix: the reset
+    run takes v2's path, the notice takes id 2 and so the receipt's key (it is refused as done),
+    and the receipt runs again under id 3. The positional-id note names the key that moved."""
+    done, report = deploys["reset"]
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert failing(report) == {"reset:1", "reset:2"}
+    twice = {"effects": ["charge o-1", "receipt for o-1", "receipt for o-1"]}
+    assert all(c["observed"] == twice for c in report["cells"]), report["cells"]
+    [moved] = report["warnings"]
+    assert "(2 send_receipt → send_notice)" in moved and "move on a reset" in moved, moved
+
+
+def test_explicit_activity_ids_keep_every_key_on_its_step(
+    deploys: dict[str, CrashtestRun],
+) -> None:
+    """The same deploy with an id per step: resets and kills alike end in one version's state,
+    and no note is needed."""
+    done, report = deploys["ids"]
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert report["warnings"] == []
+    by_point = cells(deploys["ids"])
+    assert by_point["reset:2"]["observed"] == {"effects": sorted(NEW["effects"])}

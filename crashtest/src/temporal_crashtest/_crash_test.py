@@ -22,7 +22,6 @@ from typing import Any
 from temporal_crashtest._connect import configured, connect
 from temporal_crashtest._devserver import LOCAL_SERVER, PrivateDevServer, listening
 from temporal_crashtest._errors import (
-    CrashPointError,
     CrashTestAborted,
     CrashTestError,
     InputError,
@@ -294,13 +293,6 @@ async def _run_the_cells(
     was left untested, in the report."""
     chosen = list(options.points) if options.points is not None else None
     points, report.untested = reference.select(chosen, options.repeat)
-    if target.deploy_to is not None and (
-        resets := [p.crash_at for p in points if not p.moment.kills_a_worker]
-    ):
-        raise CrashPointError(
-            f"{', '.join(resets)}: a reset on the deployed version is not supported yet; "
-            "crash-test resets without --deploy-to"
-        )
     if not points:  # a test of none would pass without testing anything
         raise CrashTestAborted(
             "there is no crash point to test: "

@@ -753,6 +753,7 @@ class Runner:
         deadline = time.monotonic() + self.deadline_s
         queue = run.workflow_id
         worker = await self.start_worker(target, f"{queue}-a", queue)
+        workers = [worker]
         result: asyncio.Future[Any] | None = None
         try:
             result = await self._start(target, run, queue)
@@ -772,6 +773,9 @@ class Runner:
             if here is None:
                 raise _CellFailed(f"this run has no boundary {b.label} to reset to")
             await asyncio.sleep(target.resume_after_s)  # e.g. past an idempotency key's TTL
+            if target.deploy_to is not None:  # the reset run is the new version's
+                worker = await self._deployed_instead(target, worker, queue)
+                workers.append(worker)
             try:
                 reset = await self.client.workflow_service.reset_workflow_execution(
                     ResetWorkflowExecutionRequest(
@@ -800,7 +804,12 @@ class Runner:
             self._ended(run, result)
             run.recovery_s = time.monotonic() - run.killed_at
         finally:
-            await self._finish(run, result, [worker])
+            await self._finish(run, result, workers)
+
+    async def _deployed_instead(self, target: Target, old: _Worker, queue: str) -> _Worker:
+        """A deploy before a reset: the old version's worker stops, the new one's polls."""
+        await self.procs.stop(old.child)
+        return await self.start_worker(target, f"{queue}-b", queue, deployed=True)
 
     async def _until_one_ends(
         self,
