@@ -181,6 +181,25 @@ async def crash_test(
     return report
 
 
+def _report_for(target: Target, reference: Reference, options: CrashTestOptions) -> Report:
+    """The report of a crash test whose reference is made, before its cells: with a deploy,
+    the deployed version's reference state and the deploy's hazards among its warnings."""
+    deployed = reference.deployed
+    hazards = deploy_hazards(reference.tree, deployed.tree) if deployed else []
+    return Report(
+        workflow=target.workflow,
+        activities=[b.label for b in reference.boundaries],
+        reference=reference.observed,
+        cells=[],
+        seconds=0.0,
+        warnings=[*reference.tree.warnings, *hazards],
+        real_timeouts=options.real_timeouts,
+        reference_end=reference.end,
+        deploy_to=target.deploy_to,
+        deployed_reference=deployed.observed if deployed else None,
+    )
+
+
 async def _crash_test(
     target: Target,
     observe: Observe,
@@ -214,21 +233,8 @@ async def _crash_test(
             real_timeouts=options.real_timeouts,
         )
         reference = await _references(runner, target, say)
-        deployed = reference.deployed
-        hazards = deploy_hazards(reference.tree, deployed.tree) if deployed else []
-        report = Report(
-            workflow=target.workflow,
-            activities=[b.label for b in reference.boundaries],
-            reference=reference.observed,
-            cells=[],
-            seconds=0.0,
-            warnings=[*reference.tree.warnings, *hazards],
-            real_timeouts=options.real_timeouts,
-            reference_end=reference.end,
-            deploy_to=target.deploy_to,
-            deployed_reference=deployed.observed if deployed else None,
-        )
-        if deployed:
+        report = _report_for(target, reference, options)
+        if reference.deployed:
             replayed = await runner.replay_pass(target, reference.tree)
             say(summary(replayed, target.deploy_to))
             report.replay = [r.to_json() for r in replayed]
