@@ -39,10 +39,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -268,26 +270,31 @@ STOP_GRACE_S = 5.0  # after SIGINT or SIGTERM, how long the test may take to cle
 def _stop_on_signals() -> list[int]:
     """SIGINT (Ctrl-C) or SIGTERM: stop the test, its workers and its dev server; if that has not
     ended the process within STOP_GRACE_S (or at a second signal), exit at once (the workers and
-    the dev server die with this process: they asked Linux to). Returns the list the signal that
-    stopped it goes into."""
+    the dev server die with this process: they asked Linux to). The handler and the grace's
+    timer need no event loop: a user's async function that blocks the loop (a sync call inside
+    `async def`) cannot keep the tool alive. Returns the list the signal that stopped it goes
+    into."""
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     assert task is not None
     stopped: list[int] = []
 
     def now(sig: int) -> None:
-        print(f"crashtest: stopped by signal {sig}; exiting now", file=sys.stderr, flush=True)
+        with contextlib.suppress(Exception):  # stderr gone, or a write it interrupted
+            print(f"crashtest: stopped by signal {sig}; exiting now", file=sys.stderr, flush=True)
         os._exit(128 + sig)
 
-    def stop(sig: int) -> None:
+    def on_signal(sig: int, _frame: object) -> None:
         if stopped:
             now(sig)
         stopped.append(sig)
-        task.cancel()
-        loop.call_later(STOP_GRACE_S, now, sig)
+        grace = threading.Timer(STOP_GRACE_S, now, args=(sig,))
+        grace.daemon = True
+        grace.start()
+        loop.call_soon_threadsafe(task.cancel)
 
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop, sig)
+        signal.signal(sig, on_signal)
     return stopped
 
 

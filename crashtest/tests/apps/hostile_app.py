@@ -36,6 +36,11 @@ def hangs(workflow_id: str) -> None:
     time.sleep(3600)
 
 
+async def blocks_the_loop(workflow_id: str) -> None:
+    """An async observer that blocks the event loop (a sync call inside `async def`)."""
+    time.sleep(3600)  # noqa: ASYNC251 - the mistake this observer stands for
+
+
 def removes_the_report_folder(workflow_id: str) -> list[str]:
     """The notes; and the folder OUTPUT_TO_REMOVE names is gone by the end of the test."""
     shutil.rmtree(os.environ["OUTPUT_TO_REMOVE"], ignore_errors=True)
