@@ -18,6 +18,7 @@ from temporal_crashtest import Processes
 from infra.embedded_postgres import ensure_postgres, kill_postgres, stop_postgres
 from infra.errors import ConfigError, DatabaseUnavailable
 from infra.processes import free_port, listening, wait_until_gone, wait_until_listening
+from infra.temporal_client import connect_temporal
 from infra.temporal_server import dev_server_command, temporal_binary
 
 RESTART_TIMEOUT_S = 30
@@ -64,7 +65,10 @@ class LabTemporal:
         self.proc: subprocess.Popen[bytes] | None = None
 
     async def start(self) -> str:
+        """Start the server; its address once its frontend answers (a port that listens is not
+        yet a server that serves: "Frontend is not healthy yet", on a loaded machine)."""
         await asyncio.to_thread(self._start)
+        await connect_temporal(self.address)
         return self.address
 
     def _start(self) -> None:
