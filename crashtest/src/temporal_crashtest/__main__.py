@@ -61,7 +61,7 @@ from temporal_crashtest._errors import CrashTestError, InputError
 from temporal_crashtest._exits import EXIT_ALL_MATCH, EXIT_BAD_INPUT, EXIT_SOME_DIFFER, exit_now
 from temporal_crashtest._forkserver import fork_here
 from temporal_crashtest._loading import load_callable, workflow_type
-from temporal_crashtest._model import Observe, Target
+from temporal_crashtest._model import NEW, OLD, Observe, Target
 from temporal_crashtest._outputs import OutputError, check_output, write_output
 from temporal_crashtest._points import GLOSSARY, Moment
 from temporal_crashtest._processes import ForkedServer, NotForked
@@ -104,8 +104,20 @@ def _what_to_test(add: Add) -> None:
         "after a kill runs this factory's code (the next version: same workflow type); a "
         "crashed run must end as either version's run without a crash",
     )
+    add(
+        "--worker-tree",
+        metavar="DIR",
+        help="import --worker from this source tree (a checkout of another version, e.g. "
+        "`git worktree add ../base main`): its processes run there, so modules of the same "
+        "name load from it",
+    )
+    add("--deploy-tree", metavar="DIR", help="import --deploy-to from this source tree")
     add("--drive", help="MODULE:FUNC, (handle) -> None: sends signals and updates")
-    add("--expect", help="the final state a run without a crash must reach: JSON, or @FILE")
+    add(
+        "--expect",
+        help="the final state a run without a crash must reach: JSON, or @FILE; in a deploy "
+        f"test, {OLD} or {NEW} pins the version every crashed run must end as",
+    )
     add("--data-converter", help="MODULE:NAME of a temporalio DataConverter")
     add(
         "--plugin",
@@ -219,12 +231,15 @@ def from_args(args: argparse.Namespace) -> tuple[Target, Observe, CrashTestOptio
         data_converter=args.data_converter,
         plugins=tuple(args.plugin),
         deploy_to=args.deploy_to,
+        worker_tree=_tree(args.worker_tree),
+        deploy_tree=_tree(args.deploy_tree),
     )
     options = CrashTestOptions(
         points=[p.strip() for p in args.points.split(",") if p.strip()] if args.points else None,
         repeat=args.repeat,
         drive=load_callable(args.drive, "--drive") if args.drive else None,
-        expect=read_expect(args.expect) if args.expect is not None else NOTHING,
+        expect=read_expect(args.expect) if args.expect not in (None, OLD, NEW) else NOTHING,
+        expect_version=args.expect if args.expect in (OLD, NEW) else None,
         jobs=args.jobs,
         address=args.address,
         namespace=args.namespace,
@@ -239,6 +254,11 @@ def from_args(args: argparse.Namespace) -> tuple[Target, Observe, CrashTestOptio
     options.check()
     check_target(target)
     return target, load_callable(args.observe, "--observe"), options
+
+
+def _tree(path: str | None) -> str | None:
+    """A source tree's absolute path (its processes are told where their files are)."""
+    return None if path is None else str(Path(path).absolute())
 
 
 def outputs(args: argparse.Namespace) -> list[tuple[Path, str]]:

@@ -26,15 +26,17 @@ from temporal_crashtest._errors import (
     CrashTestError,
     InputError,
 )
+from temporal_crashtest._forkserver import CANNOT_IMPORT
 from temporal_crashtest._groups import run_cells
 from temporal_crashtest._hazards import deploy_hazards
 from temporal_crashtest._loading import load_callable, load_data_converter, load_plugins
-from temporal_crashtest._model import Drive, Observe, Reference, Target, to_json
+from temporal_crashtest._model import NEW, OLD, Drive, Observe, Reference, Target, to_json
 from temporal_crashtest._points import MAX_REPEAT, CrashPoint
 from temporal_crashtest._processes import ForkedServer, NotForked, Processes
 from temporal_crashtest._replay import summary
 from temporal_crashtest._report import Cell, Report, differences, short
 from temporal_crashtest._runner import DEFAULT_DEADLINE_S, Runner
+from temporal_crashtest._text import shown
 
 REFERENCE_CHARS = 200  # how much of the reference state a progress line shows
 NAMES_SHOWN = 8  # boundaries named in the progress line that lists them
@@ -66,6 +68,8 @@ class CrashTestOptions:
             for.
         expect: the final state the run without a crash must reach; a reference that differs
             ends the test before any cell (`Report.expect_diff`).
+        expect_version: in a deploy test, `old` or `new`: every crashed run must end in that
+            version's no-crash state (None: either's).
         jobs: cells run at once.
         address: Temporal's HOST:PORT; None: the configured one (TEMPORAL_ADDRESS or the CLI's
             profile), else one on 127.0.0.1:7233, else a private dev server.
@@ -86,6 +90,7 @@ class CrashTestOptions:
     repeat: int = 1
     drive: Drive | None = None
     expect: Any = NOTHING
+    expect_version: str | None = None
     jobs: int = field(default_factory=default_jobs)
     address: str | None = None
     namespace: str | None = None
@@ -114,15 +119,25 @@ class CrashTestOptions:
             raise InputError(f"repeat must be 1 to {MAX_REPEAT}")
         for point in self.points or ():
             CrashPoint.parse(point)
+        if self.expect_version not in (None, OLD, NEW):
+            raise InputError(f"expect_version is {OLD!r} or {NEW!r}, not {self.expect_version!r}")
         if self.dev_server and self.address:
             raise InputError("a private dev server and an address: give one or the other")
 
 
 def check_target(target: Target) -> None:
     """Load every reference the workers will load, here, once: a typo is one InputError now,
-    not a failure in every worker process."""
-    load_callable(target.worker, "the worker factory")
-    if target.deploy_to is not None:
+    not a failure in every worker process. A factory in another source tree is checked where it
+    is loaded, by its tree's fork server (here, its module name may be another version's)."""
+    if target.deploy_tree is not None and target.deploy_to is None:
+        raise InputError("a source tree for the deployed version, and no --deploy-to")
+    trees = ((target.worker_tree, "--worker-tree"), (target.deploy_tree, "--deploy-tree"))
+    for tree, flag in trees:
+        if tree is not None and not Path(tree).is_dir():
+            raise InputError(f"{flag} {shown(tree)}: no such folder")
+    if target.worker_tree is None:
+        load_callable(target.worker, "the worker factory")
+    if target.deploy_to is not None and target.deploy_tree is None:
         load_callable(target.deploy_to, "the deployed version's worker factory (--deploy-to)")
     load_data_converter(target.data_converter)
     load_plugins(list(target.plugins), build=False)  # built once, by each process that uses them
@@ -158,6 +173,11 @@ async def crash_test(
     (`fork_here`), or why it could not."""
     options.check()
     check_target(target)
+    if options.expect_version is not None and target.deploy_to is None:
+        raise InputError(
+            f"expecting the {options.expect_version} version's state is for a deploy test "
+            "(--deploy-to)"
+        )
     if options.expect is not NOTHING:
         to_json(options.expect, "expect")
     log_dir = options.log_dir or Path(tempfile.mkdtemp(prefix="crashtest-"))
@@ -195,8 +215,9 @@ def _report_for(target: Target, reference: Reference, options: CrashTestOptions)
         warnings=[*reference.tree.warnings, *hazards],
         real_timeouts=options.real_timeouts,
         reference_end=reference.end,
-        deploy_to=target.deploy_to,
+        deploy_to=target.version_name(deployed=True) if target.deploy_to else None,
         deployed_reference=deployed.observed if deployed else None,
+        pinned=reference.pinned,
     )
 
 
@@ -233,10 +254,11 @@ async def _crash_test(
             real_timeouts=options.real_timeouts,
         )
         reference = await _references(runner, target, say)
+        reference = replace(reference, pinned=options.expect_version)
         report = _report_for(target, reference, options)
         if reference.deployed:
             replayed = await runner.replay_pass(target, reference.tree)
-            say(summary(replayed, target.deploy_to))
+            say(summary(replayed, target.version_name(deployed=True)))
             report.replay = [r.to_json() for r in replayed]
         if options.expect is not NOTHING:
             report.expect_diff = differences(to_json(options.expect, "expect"), reference.observed)
@@ -253,15 +275,16 @@ async def _crash_test(
 async def _references(runner: Runner, target: Target, say: Callable[[str], None]) -> Reference:
     """The run without a crash; in a deploy test, the deployed version's too (a crashed run
     may end in either's state)."""
-    say(f"reference run of {target.workflow} (no crash)")
+    tree = f" on {target.version_name(False)}" if target.worker_tree else ""
+    say(f"reference run of {target.workflow} (no crash){tree}")
     reference = await runner.reference(target)
     say(f"reference state: {short(reference.observed, REFERENCE_CHARS)}")
     if reference.end != "completed":  # by design, or not: every cell must end so too
         say(f"the run without a crash ends {reference.end}")
     if target.deploy_to is None:
         return reference
-    say(f"reference run of {target.workflow} on the deployed version ({target.deploy_to})")
-    deployed = await runner.reference(replace(target, worker=target.deploy_to, deploy_to=None))
+    say(f"reference run of {target.workflow} on the deployed version ({target.version_name(True)})")
+    deployed = await runner.reference(target.deployed())
     say(f"deployed version's reference state: {short(deployed.observed, REFERENCE_CHARS)}")
     return replace(reference, deployed=deployed)
 
@@ -329,14 +352,32 @@ async def _start_forks(
     procs: Processes, target: Target, forked: ForkedServer | NotForked, say: Callable[[str], None]
 ) -> None:
     """The fork server forked from the command, else one started afresh (which imports the
-    workers' code again), else none: say why."""
-    if isinstance(forked, ForkedServer):
+    workers' code again), else none: say why. A version in a source tree of its own has a fork
+    server of its own, started in that tree."""
+    here = [factory for factory, tree in (target.version(False), target.version(True)) if not tree]
+    if isinstance(forked, ForkedServer):  # it imported this tree's code (none, if none is here)
         why = await procs.adopt_fork_server(forked)
-    else:
-        imports = ["--worker", target.worker]
-        imports += ["--data-converter", target.data_converter] if target.data_converter else []
-        imports += [f"--plugin={p}" for p in target.plugins]
-        why = await procs.start_fork_server(imports)
+    elif here:
+        why = await procs.start_fork_server(_imports(target, here[0]))
         why = None if why is None else "; ".join(w for w in (forked.why, why) if w)
+    else:
+        why = None
     if why is not None:
         say(f"every worker starts afresh (none can be forked: {why})")
+    versions = {"old": target.version(False), "new": target.version(True)}
+    for version, (factory, tree) in versions.items():
+        if tree is None or tree in procs.forks:
+            continue
+        imports = _imports(target, factory)
+        why = await procs.start_fork_server(imports, tree, f"forkserver-{version}")
+        if why is not None and why.startswith(CANNOT_IMPORT):
+            raise InputError(f"the {version} version in {shown(tree)}: {why}")
+        if why is not None:
+            say(f"the {version} version's workers start afresh (none can be forked: {why})")
+
+
+def _imports(target: Target, factory: str) -> list[str]:
+    """What a fork server for `factory`'s workers imports."""
+    imports = ["--worker", factory]
+    imports += ["--data-converter", target.data_converter] if target.data_converter else []
+    return imports + [f"--plugin={p}" for p in target.plugins]

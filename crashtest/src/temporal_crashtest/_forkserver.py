@@ -34,6 +34,7 @@ from temporal_crashtest._outputs import open_log
 from temporal_crashtest._processes import ForkedServer, NotForked, die_with_parent
 
 REAP_EVERY_S = 0.02  # how soon a worker's end is reported
+CANNOT_IMPORT = "cannot import the worker: "  # how an `unsafe` answer says the import failed
 
 
 def import_target(factory: str, data_converter: str | None, plugins: list[str]) -> None:
@@ -186,7 +187,7 @@ def main() -> None:
     try:
         import_target(args.worker, args.data_converter, args.plugin)
     except InputError as err:
-        _answer(sys.stdout, {"unsafe": f"cannot import the worker: {err}"})
+        _answer(sys.stdout, {"unsafe": f"{CANNOT_IMPORT}{err}"})
         os._exit(0)
     unsafe = why_unsafe()
     if unsafe is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from temporalio.client import WorkflowHandle
@@ -49,6 +49,10 @@ class Target:
         deploy_to: `MODULE:FACTORY` of the next version's worker: every run starts on `worker`,
             and the worker that takes a run over after a kill runs this one (a deploy). The
             workflow type names must be the same.
+        worker_tree: the source tree `worker` is imported from (the working directory of its
+            processes and first on their import path): a checkout of another version, e.g. a
+            `git worktree` of the base branch; None: this process's working directory.
+        deploy_tree: the same for `deploy_to`.
     """
 
     worker: str  # MODULE:FACTORY, FACTORY(client, task_queue) -> Worker
@@ -59,6 +63,24 @@ class Target:
     env: dict[str, str] = field(default_factory=dict)  # more environment for the workers
     resume_after_s: float = 0.0  # wait this long after a kill (or before a reset) to resume
     deploy_to: str | None = None  # MODULE:FACTORY of the version that takes over after a kill
+    worker_tree: str | None = None  # the source tree `worker` is imported from (None: here)
+    deploy_tree: str | None = None  # the source tree `deploy_to` is imported from
+
+    def version(self, deployed: bool) -> tuple[str, str | None]:
+        """The factory and source tree of the old version, or (`deployed`) of the new one."""
+        if deployed and self.deploy_to is not None:
+            return self.deploy_to, self.deploy_tree
+        return self.worker, self.worker_tree
+
+    def version_name(self, deployed: bool) -> str:
+        """`MODULE:FACTORY`, and the source tree it comes from if it has one."""
+        factory, tree = self.version(deployed)
+        return factory if tree is None else f"{factory} from {tree}"
+
+    def deployed(self) -> Target:
+        """The new version tested alone (its run without a crash)."""
+        factory, tree = self.version(deployed=True)
+        return replace(self, worker=factory, worker_tree=tree, deploy_to=None, deploy_tree=None)
 
 
 @dataclass(frozen=True)
@@ -118,6 +140,9 @@ def _reachable_after_checkpoint(tree: Tree, b: Boundary) -> str | None:
     return "the workflow task that records its marker also ends its run: nothing comes between"
 
 
+OLD, NEW = "old", "new"  # the versions of a deploy test, as `--expect` pins one
+
+
 @dataclass(frozen=True)
 class Reference:
     """The run without a crash: its observed state, its tree of boundaries, and how it ended;
@@ -127,15 +152,22 @@ class Reference:
     tree: Tree
     end: str = "completed"
     deployed: Reference | None = None
+    pinned: str | None = None  # a deploy test's one version a crashed run must end as
 
     def differs(self, end: str, observed: Any) -> str | None:
         """How a crashed run that ended `end` in the state `observed` differs from the run
-        without a crash (None: it does not); in a deploy test, from both versions' runs."""
+        without a crash (None: it does not); in a deploy test, from either version's run, or
+        from the `pinned` one's (`old` or `new`)."""
         mine = self._differs(end, observed)
-        if mine is None or self.deployed is None:
+        if self.deployed is None:
             return mine
         theirs = self.deployed._differs(end, observed)
-        return None if theirs is None else f"old version: {mine}; new version: {theirs}"
+        if self.pinned is not None:
+            pinned = mine if self.pinned == OLD else theirs
+            return None if pinned is None else f"{self.pinned} version (pinned): {pinned}"
+        if mine is None or theirs is None:
+            return None
+        return f"old version: {mine}; new version: {theirs}"
 
     def _differs(self, end: str, observed: Any) -> str | None:
         if end != self.end:

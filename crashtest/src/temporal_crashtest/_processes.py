@@ -155,23 +155,30 @@ class Processes:
         log_dir: where each child's `<name>.log` goes (made if missing).
         base_env: every child's environment (`start`'s keyword arguments are added to it).
         cwd: the children's working directory; None: this process's.
+
+    A child may be started in another source tree (`tree`: a checkout of another version of the
+    user's code): it runs in that folder, which `python -m` puts first on its import path, so
+    modules of the same name load from there; each tree has a fork server of its own.
     """
 
     def __init__(self, log_dir: Path, base_env: Mapping[str, str], cwd: Path | None = None) -> None:
-        self.log_dir = log_dir
+        self.log_dir = log_dir.absolute()  # children in another tree are told absolute paths
         self.cwd = cwd  # None: the caller's working directory
         self.base_env = dict(base_env)
         self.running: dict[int, Child] = {}
-        self.forks: ForkServer | None = None
-        log_dir.mkdir(parents=True, exist_ok=True)
+        self.forks: dict[str | None, ForkServer] = {}  # by source tree (None: `cwd`)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
 
-    async def start(self, name: str, args: list[str], **env: str) -> asyncio.subprocess.Process:
-        """Start `python <args>`; stdout and stderr go to `name`.log. The child dies with this
-        process, even if this process is SIGKILLed (see `die_with_parent`)."""
-        return await self._spawn(name, args, env, pipes=False)
+    async def start(
+        self, name: str, args: list[str], tree: str | None = None, **env: str
+    ) -> asyncio.subprocess.Process:
+        """Start `python <args>` (in source tree `tree`, if given); stdout and stderr go to
+        `name`.log. The child dies with this process, even if this process is SIGKILLed (see
+        `die_with_parent`)."""
+        return await self._spawn(name, args, env, tree, pipes=False)
 
     async def _spawn(
-        self, name: str, args: list[str], env: Mapping[str, str], pipes: bool
+        self, name: str, args: list[str], env: Mapping[str, str], tree: str | None, pipes: bool
     ) -> asyncio.subprocess.Process:
         """`start`; with `pipes`, its stdin and stdout are pipes to this process."""
         with os.fdopen(open_log(self.log_dir / f"{name}.log"), "ab") as log:
@@ -181,7 +188,7 @@ class Processes:
                 "temporal_crashtest._processes",
                 str(os.getpid()),
                 *args,
-                cwd=self.cwd,
+                cwd=tree if tree is not None else self.cwd,
                 env={**self.base_env, **env},
                 stdin=asyncio.subprocess.PIPE if pipes else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE if pipes else log,
@@ -190,35 +197,42 @@ class Processes:
         self.running[proc.pid] = proc
         return proc
 
-    async def start_fork_server(self, args: list[str]) -> str | None:
-        """Start a fork server for the workers (`args`: what it imports); None once it is
-        ready, else why it cannot fork (the workers are then started afresh)."""
+    async def start_fork_server(
+        self, args: list[str], tree: str | None = None, name: str = "forkserver"
+    ) -> str | None:
+        """Start a fork server for the workers of source tree `tree` (`args`: what it
+        imports); None once it is ready, else why it cannot fork (the workers are then started
+        afresh)."""
         command = ["-m", "temporal_crashtest._forkserver", str(os.getpid()), *args]
-        proc = await self._spawn("forkserver", command, {}, pipes=True)
+        proc = await self._spawn(name, command, {}, tree, pipes=True)
         assert proc.stdin is not None and proc.stdout is not None
-        return await self._use(ForkServer(proc, proc.stdin, proc.stdout))
+        return await self._use(ForkServer(proc, proc.stdin, proc.stdout), tree)
 
     async def adopt_fork_server(self, forked: ForkedServer) -> str | None:
-        """Use the fork server this process forked (`_forkserver.fork_here`)."""
+        """Use the fork server this process forked (`_forkserver.fork_here`), for `cwd`."""
         server = await ForkServer.adopt(forked.pid, forked.requests_fd, forked.answers_fd)
         self.running[forked.pid] = server.proc
-        return await self._use(server)
+        return await self._use(server, None)
 
-    async def _use(self, server: ForkServer) -> str | None:
+    async def _use(self, server: ForkServer, tree: str | None) -> str | None:
         why = await server.ready()
         if why is None:
-            self.forks = server
+            self.forks[tree] = server
         else:
             await self.stop(server.proc)
         return why
 
-    async def start_worker(self, name: str, args: list[str], **env: str) -> Child:
-        """`python <args>` (a worker's), forked if a fork server runs, else started afresh."""
-        if self.forks is None or self.forks.proc.returncode is not None:
-            return await self.start(name, args, **env)
+    async def start_worker(
+        self, name: str, args: list[str], tree: str | None = None, **env: str
+    ) -> Child:
+        """`python <args>` (a worker's, of source tree `tree`), forked if that tree's fork
+        server runs, else started afresh."""
+        forks = self.forks.get(tree)
+        if forks is None or forks.proc.returncode is not None:
+            return await self.start(name, args, tree, **env)
         if args[:2] != ["-m", "temporal_crashtest.worker"]:
             raise ValueError(f"the fork server forks workers only, not {args[:2]}")
-        child = await self.forks.fork(self.log_dir / f"{name}.log", args[2:], env)
+        child = await forks.fork(self.log_dir / f"{name}.log", args[2:], env)
         self.running[child.pid] = child
         return child
 
@@ -242,8 +256,10 @@ class Processes:
         self.running.pop(proc.pid, None)
         return code
 
-    async def run(self, name: str, args: list[str], limit_s: float, **env: str) -> int:
-        return await self.wait(await self.start(name, args, **env), limit_s)
+    async def run(
+        self, name: str, args: list[str], limit_s: float, tree: str | None = None, **env: str
+    ) -> int:
+        return await self.wait(await self.start(name, args, tree, **env), limit_s)
 
     async def stop(self, proc: Child, grace: float = 10) -> None:
         """SIGTERM (a graceful stop), then SIGKILL if it does not go."""

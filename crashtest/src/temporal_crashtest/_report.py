@@ -113,6 +113,7 @@ class Report:
     groups: int = 0  # the groups the points began in (0: a run per point, --exact)
     deploy_to: str | None = None  # a deploy test: the version that took over after each kill
     deployed_reference: Any = None  # ... and its run without a crash's state
+    pinned: str | None = None  # ... and the one version a crashed run had to end as (--expect)
     # ... and its replay pass: each cut of the old history replayed on the new code (`_replay`)
     replay: list[dict[str, Any]] = field(default_factory=list)
 
@@ -194,7 +195,11 @@ class Report:
         state = "no-crash state"
         if self.deploy_to is not None:
             workflow += f" deployed to {shown(self.deploy_to)}"
-            state = "no-crash state of either version"
+            state = (
+                f"no-crash state of the {self.pinned} version"
+                if self.pinned
+                else "no-crash state of either version"
+            )
         if self.ok:
             return (
                 f"{workflow}: all {len(self.cells)} crash points end in the "

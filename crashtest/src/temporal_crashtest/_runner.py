@@ -244,7 +244,7 @@ class Runner:
         """`python -m temporal_crashtest.worker` for the target, crashing at `crash_at` if given
         (`warm`: built, polling once it gets GO; `deployed`: of the version deployed, in a deploy
         test), and the channel it reports its state on."""
-        factory = target.deploy_to if deployed and target.deploy_to else target.worker
+        factory, tree = target.version(deployed)
         args = self._worker_args(target, factory, task_queue)
         if crash_at is not None:
             args += ["--crash-at", crash_at.to_text()]
@@ -258,7 +258,7 @@ class Runner:
         args += ["--status", str(status.path)]
         try:
             child = await self.procs.start_worker(
-                name, args, **target.env, **{PARENT_PID_ENV: str(os.getpid())}
+                name, args, tree, **target.env, **{PARENT_PID_ENV: str(os.getpid())}
             )
         except BaseException:
             status.close()
@@ -283,8 +283,9 @@ class Runner:
         source = self.procs.log_dir / "replay.json"
         write_cuts(tree, source)
         queue = self._workflow_id("replay")
-        args = [*self._worker_args(target, target.deploy_to, queue), "--replay", str(source)]
-        code = await self.procs.run("replay", args, self.deadline_s, **target.env)
+        factory, source_tree = target.version(deployed=True)
+        args = [*self._worker_args(target, factory, queue), "--replay", str(source)]
+        code = await self.procs.run("replay", args, self.deadline_s, source_tree, **target.env)
         out = source.with_name(source.name + ".out")
         if code != 0 or not out.exists():
             raise CrashTestAborted(

@@ -47,6 +47,9 @@ OPTIONS = (
     "real_timeouts",
     "exact",
     "deploy_to",
+    "worker_tree",
+    "deploy_tree",
+    "expect_version",
 )
 
 
@@ -71,6 +74,9 @@ class CrashTest(Protocol):
         real_timeouts: bool | None = None,
         exact: bool | None = None,
         deploy_to: Callable[..., Any] | str | None = None,
+        worker_tree: str | os.PathLike[str] | None = None,
+        deploy_tree: str | os.PathLike[str] | None = None,
+        expect_version: str | None = None,
         expect_all_match: bool = True,
     ) -> Report: ...
 
@@ -91,6 +97,10 @@ def _command(
     cmd += ["--input", json.dumps(input), "--observe", observe, "--json", str(out)]
     if "expect" in options:
         cmd += ["--expect", json.dumps(options["expect"])]
+    if options.get("expect_version") is not None:  # in a deploy test: old or new
+        if "expect" in options:
+            raise pytest.UsageError("crash_test: expect (a state) or expect_version, not both")
+        cmd += ["--expect", str(options["expect_version"])]
     for plugin in options.get("plugins") or ():
         cmd += ["--plugin", plugin]
     points = options.get("points")
@@ -100,7 +110,8 @@ def _command(
         cmd += ["--real-timeouts"]
     if options.get("exact"):
         cmd += ["--exact"]
-    names = ("jobs", "deadline_s", "data_converter", "address", "repeat", "drive", "deploy_to")
+    names = ["jobs", "deadline_s", "data_converter", "address", "repeat", "drive", "deploy_to"]
+    names += ["worker_tree", "deploy_tree"]
     for name in names:
         if options.get(name) is not None:
             cmd += [f"--{name.replace('_', '-')}", str(options[name])]
