@@ -8,29 +8,31 @@ with no error) and a changed input (every run in one version's state; a note say
 rollback (v2_patched to v1) blocks every run that recorded the patch. Each test's replay pass
 (no kills) finds where a run in flight would be blocked, and nothing where replay cannot see. A
 reset on the patched version sends the receipt twice under positional ids, never under explicit
-ones."""
+ones. Every pair of `examples.deploys.pairs` (the stages of Temporal's versioning guide, a step
+removed with and without a patch) gets the verdict it must, and a deploy between two source
+trees runs each version from its own."""
 
 from __future__ import annotations
 
-import json
+import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from examples.deploys.pairs import PAIRS
 from infra.db import ensure_database_url
-from tests.helpers import CrashtestRun, child_env, crashtest_runs, failing, prepare_database
+from tests.helpers import (
+    ROOT,
+    CrashtestRun,
+    child_env,
+    crashtest_runs,
+    failing,
+    prepare_database,
+)
 
-POINTS = "after-effect:1,after-effect:2,after-checkpoint:1,in-task:1,in-task:2"
 OLD = {"effects": ["charge o-1", "receipt for o-1"]}
 NEW = {"effects": ["charge o-1", "notice for o-1", "receipt for o-1"]}
-ROLLBACK_POINTS = "after-effect:1,after-effect:2,after-checkpoint:2,in-task:2,in-task:3"
-# Explicit activity ids, observed in any order (a reset's notice lands after the receipt).
-IDS = [
-    "--worker", "examples.deploys.ids_v1:worker", "--workflow", "examples.deploys.ids_v1:Order",
-    "--input", json.dumps("o-1"), "--observe", "examples.shapes.ledger:effects_in_any_order",
-    "--deploy-to", "examples.deploys.ids_v2_patched:worker",
-    "--points", "reset:1,reset:2,after-effect:1,after-effect:2,in-task:2",
-]  # fmt: skip
 # pydantic-ai's agent deployed to itself: its inputs hold times and per-process ids, which two
 # runs of the same code never share, and which are no change.
 PYDANTIC_AI = "examples.frameworks.pydantic_ai_agent"
@@ -40,40 +42,58 @@ FRAMEWORK_TO_ITSELF = [
     "--input", '"milk"', "--observe", "examples.frameworks.effects:effects_of",
     "--deploy-to", f"{PYDANTIC_AI}:keyed_worker", "--points", "after-effect:1",
 ]  # fmt: skip
+BY_NAME = {pair.name: pair for pair in PAIRS}
 
 
-def deploy(to: str, base: str = "v1", points: str = POINTS) -> list[str]:
+def source_trees(root: Path) -> tuple[Path, Path]:
+    """Two checkouts of this project's examples, as CI has the base branch beside the pull
+    request: in each, `examples.deploys.current` is another version (v1, then v2_patched)."""
+    trees = root / "old", root / "new"
+    for tree, version in zip(trees, ("v1", "v2_patched"), strict=True):
+        shutil.copytree(ROOT / "examples", tree / "examples", ignore=IGNORED)
+        shutil.copy(tree / "examples" / "deploys" / f"{version}.py", tree / CURRENT)
+    return trees
+
+
+CURRENT = Path("examples/deploys/current.py")
+IGNORED = shutil.ignore_patterns("__pycache__")
+
+
+def from_trees(old: Path, new: Path) -> list[str]:
+    """The deploy from one tree to the other, the new version's state pinned (`--expect new`)."""
     return [
-        "--worker",
-        f"examples.deploys.{base}:worker",
-        "--workflow",
-        f"examples.deploys.{base}:Order",
-        "--input",
-        json.dumps("o-1"),
-        "--observe",
-        "examples.shapes.ledger:effects_of",
-        "--deploy-to",
-        f"examples.deploys.{to}:worker",
-        "--points",
-        points,
-    ]
+        "--worker", "examples.deploys.current:worker", "--worker-tree", str(old),
+        "--workflow", "examples.deploys.v1:Order", "--input", '"o-1"',
+        "--observe", "examples.shapes.ledger:effects_of",
+        "--deploy-to", "examples.deploys.current:worker", "--deploy-tree", str(new),
+        "--points", "after-effect:1,after-effect:2", "--expect", "new",
+    ]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def deploys(
     temporal_address: str, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, CrashtestRun]:
-    """The deploy crash tests, at once."""
+    """The deploy crash tests, at once: every pair of `examples.deploys.pairs`, a framework
+    deployed to itself, and a deploy between two source trees."""
     env = child_env(prepare_database(ensure_database_url()), TEMPORAL_ADDRESS=temporal_address)
     runs: dict[str, tuple[list[str], dict[str, str]]] = {
-        to: (deploy(to), {}) for to in ("v2", "v2_patched", "v1", "v2_input")
+        pair.name: (pair.args(), {}) for pair in PAIRS
     }
-    runs["generic_v2"] = (deploy("generic_v2", base="generic_v1"), {})
-    runs["rollback"] = (deploy("v1", base="v2_patched", points=ROLLBACK_POINTS), {})
     runs["framework"] = (FRAMEWORK_TO_ITSELF, {})
-    runs["reset"] = (deploy("v2_patched", points="reset:1,reset:2"), {})
-    runs["ids"] = (IDS, {})
+    runs["trees"] = (from_trees(*source_trees(tmp_path_factory.mktemp("trees"))), {})
     return crashtest_runs(runs, env, tmp_path_factory.mktemp("deploys"), at_once=4)
+
+
+@pytest.mark.parametrize("name", list(BY_NAME))
+def test_each_deploy_gets_its_verdict(deploys: dict[str, CrashtestRun], name: str) -> None:
+    """Every deploy done wrong fails exactly where a run in flight meets it; every one done
+    right passes at every point."""
+    done, report = deploys[name]
+    pair = BY_NAME[name]
+    assert done.returncode == (1 if pair.failing else 0), done.stdout + done.stderr
+    assert failing(report) == set(pair.failing), report["cells"]
+    assert {c["crash_at"] for c in report["cells"]} == set(pair.points.split(","))
 
 
 def cells(run: CrashtestRun) -> dict[str, dict[str, Any]]:
@@ -84,16 +104,16 @@ def test_a_step_inserted_without_a_patch_blocks_the_run(deploys: dict[str, Crash
     """Killed after v1 scheduled the receipt, v2's worker expects the notice there: the run's
     workflow task fails with a nondeterminism error, reported with what production would see.
     Killed earlier (the receipt not yet scheduled), the run takes v2's path and passes."""
-    done, report = deploys["v2"]
+    done, report = deploys["inserted"]
     assert done.returncode == 1, done.stdout + done.stderr
     assert report["deploy_to"] == "examples.deploys.v2:worker"
     assert (report["reference"], report["deployed_reference"]) == (OLD, NEW)
     assert failing(report) == {"after-effect:2"}
-    blocked = cells(deploys["v2"])["after-effect:2"]
+    blocked = cells(deploys["inserted"])["after-effect:2"]
     assert "[TMPRL1100] Nondeterminism error" in blocked["diff"], blocked
     assert "in production the run stays Running" in blocked["diff"], blocked
     assert blocked["observed"] == OLD  # the receipt v1 sent before its worker died
-    assert cells(deploys["v2"])["after-effect:1"]["observed"] == NEW
+    assert cells(deploys["inserted"])["after-effect:1"]["observed"] == NEW
     assert "deployed to examples.deploys.v2:worker: 1 of 5" in done.stdout
     [hazard] = report["warnings"]  # the default ids are positions: 2 was the receipt's
     assert hazard.startswith("activity ids are positions and the steps changed"), hazard
@@ -110,12 +130,12 @@ def test_a_step_inserted_without_a_patch_blocks_the_run(deploys: dict[str, Crash
 def test_a_patched_step_keeps_each_run_on_its_path(deploys: dict[str, CrashtestRun]) -> None:
     """Behind `workflow.patched`: a run v1 took past the receipt keeps v1's path, one killed
     before the notice's place takes v2's; both are a no-crash state."""
-    done, report = deploys["v2_patched"]
+    done, report = deploys["patched"]
     assert done.returncode == 0, done.stdout + done.stderr
     assert report["deployed_reference"] == NEW
     # The patch keeps runs in flight on their path; a reset on v2 still moves keys.
     assert any(w.startswith("activity ids are positions") for w in report["warnings"])
-    by_point = cells(deploys["v2_patched"])
+    by_point = cells(deploys["patched"])
     assert by_point["after-effect:2"]["observed"] == OLD
     assert by_point["after-effect:1"]["observed"] == NEW
     assert "end in the no-crash state of either version" in done.stdout
@@ -125,11 +145,11 @@ def test_a_patched_step_keeps_each_run_on_its_path(deploys: dict[str, CrashtestR
 def test_the_same_version_deployed_is_a_plain_crash_test(
     deploys: dict[str, CrashtestRun],
 ) -> None:
-    done, report = deploys["v1"]
+    done, report = deploys["same"]
     assert done.returncode == 0, done.stdout + done.stderr
     assert report["deployed_reference"] == report["reference"] == OLD
     assert report["warnings"] == []  # the same steps: nothing moved
-    assert {c["crash_at"] for c in report["cells"]} == set(POINTS.split(","))
+    assert {c["crash_at"] for c in report["cells"]} == set(BY_NAME["same"].points.split(","))
     assert [r["failure"] for r in report["replay"]] == [None, None]
 
 
@@ -139,11 +159,11 @@ def test_one_activity_type_for_every_step_hides_an_unpatched_step(
     """Every step is `step(effect)`: v2 inserts the notice with no patch, and no nondeterminism
     error stops the run v1 killed after its receipt: the receipt scheduled as id 2 comes back as
     the notice's result, and v2 sends the receipt again under id 3 — neither version's state."""
-    done, report = deploys["generic_v2"]
+    done, report = deploys["shared-type"]
     assert done.returncode == 1, done.stdout + done.stderr
     assert (report["reference"], report["deployed_reference"]) == (OLD, NEW)
     assert failing(report) == {"after-effect:2"}
-    twice = cells(deploys["generic_v2"])["after-effect:2"]
+    twice = cells(deploys["shared-type"])["after-effect:2"]
     assert twice["observed"] == {"effects": ["charge o-1", "receipt for o-1", "receipt for o-1"]}
     assert "Nondeterminism" not in twice["diff"], twice
     positions, shared = report["warnings"]
@@ -160,10 +180,10 @@ def test_a_changed_input_is_named_though_every_run_passes(
 ) -> None:
     """The receipt's input changed: every cell ends in one version's state (a receipt v1 had
     scheduled keeps v1's input), and the note says which step's input changed."""
-    done, report = deploys["v2_input"]
+    done, report = deploys["input"]
     assert done.returncode == 0, done.stdout + done.stderr
     assert report["deployed_reference"] == {"effects": ["charge o-1", "receipt for o-1 in EUR"]}
-    assert cells(deploys["v2_input"])["after-effect:2"]["observed"] == OLD
+    assert cells(deploys["input"])["after-effect:2"]["observed"] == OLD
     assert report["warnings"] == [
         "send_receipt (activity id 2) takes another input on the new code ('o-1' → 'o-1 in "
         "EUR'): replay never compares inputs, so an attempt scheduled on the old code runs with "
@@ -208,7 +228,7 @@ def test_a_reset_on_the_patched_version_sends_the_receipt_twice(
     """v2 done right (behind a patch), then a reset on v2 — an operator's usual fix: the reset
     run takes v2's path, the notice takes id 2 and so the receipt's key (it is refused as done),
     and the receipt runs again under id 3. The positional-id note names the key that moved."""
-    done, report = deploys["reset"]
+    done, report = deploys["reset-positional"]
     assert done.returncode == 1, done.stdout + done.stderr
     assert failing(report) == {"reset:1", "reset:2"}
     twice = {"effects": ["charge o-1", "receipt for o-1", "receipt for o-1"]}
@@ -222,8 +242,27 @@ def test_explicit_activity_ids_keep_every_key_on_its_step(
 ) -> None:
     """The same deploy with an id per step: resets and kills alike end in one version's state,
     and no note is needed."""
-    done, report = deploys["ids"]
+    done, report = deploys["reset-explicit-ids"]
     assert done.returncode == 0, done.stdout + done.stderr
     assert report["warnings"] == []
-    by_point = cells(deploys["ids"])
+    by_point = cells(deploys["reset-explicit-ids"])
     assert by_point["reset:2"]["observed"] == {"effects": sorted(NEW["effects"])}
+
+
+def test_a_deploy_between_source_trees_runs_each_version_from_its_own(
+    deploys: dict[str, CrashtestRun],
+) -> None:
+    """The same module name in two trees (the base branch and the pull request): every run
+    starts on the old tree's v1, the worker that takes over runs the new tree's v2_patched, each
+    version in processes of its own. With the new version pinned (`--expect new`), a run v1 took
+    past the receipt is ✗ (it keeps v1's path), one killed before it takes v2's."""
+    done, report = deploys["trees"]
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (report["reference"], report["deployed_reference"]) == (OLD, NEW)
+    assert report["deploy_to"].endswith("/new"), report["deploy_to"]
+    assert report["pinned"] == "new"
+    by_point = cells(deploys["trees"])
+    assert by_point["after-effect:1"]["observed"] == NEW
+    assert by_point["after-effect:2"]["observed"] == OLD
+    assert by_point["after-effect:2"]["diff"].startswith("new version (pinned): "), by_point
+    assert "do not end in the no-crash state of the new version" in done.stdout
