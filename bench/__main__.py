@@ -2,7 +2,8 @@
 
 `python -m bench --crashtest`: how long a whole crash test takes, grouped (the default) and
 `--exact`, and how it grows with the number of boundaries (points, groups, runs, wall time,
-seconds per point, the Temporal server's CPU).
+seconds per point, the Temporal server's CPU); a deploy crash test against both, and its replay
+pass in milliseconds per boundary.
 
 Every figure is measured in this one run, on the same Postgres and Temporal server, so the ratios
 between them hold even on a shared, noisy machine where absolute times drift.
@@ -59,6 +60,13 @@ def parse_args() -> argparse.Namespace:
         type=int,
         default=50,
         help="measure --exact too up to this size (its work grows as N squared)",
+    )
+    crash.add_argument(
+        "--deploy-up-to",
+        type=int,
+        default=50,
+        help="measure a deploy crash test (to the same code) up to this size; above it, only "
+        "its replay pass (and one cell)",
     )
     scale = parser.add_argument_group("scale: how cost grows (python -m bench --scale)")
     scale.add_argument("--scale", action="store_true", help="measure growth instead (minutes)")
@@ -148,10 +156,9 @@ async def crashtests(args: argparse.Namespace) -> int:
             ("unkeyed sequence of 20", sequence(20, "unkeyed_worker"), runs, ("grouped", "exact")),
         ]
         for size in args.sizes:
-            both: tuple[str, ...] = ("grouped", "exact")
-            tests.append(
-                (f"sequence of {size}", sequence(size), 1, both[: 1 + (size <= args.exact_up_to)])
-            )
+            chosen = ["grouped"] + ["exact"] * (size <= args.exact_up_to)
+            chosen += ["deploy" if size <= args.deploy_up_to else "replay"]
+            tests.append((f"sequence of {size}", sequence(size), 1, tuple(chosen)))
         try:
             for target, command, n, modes in tests:
                 timings += await measure(target, command, env, n, out, server, progress, modes)

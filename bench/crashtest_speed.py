@@ -38,7 +38,13 @@ from infra.reporting import p99, render
 from infra.temporal_server import temporal_binary
 
 GROCERY = grocery_crashtest_args("bench")
-MODES = {"grouped": [], "exact": ["--exact"]}
+DEPLOY_TO = ["--deploy-to", "examples.shapes.sequence:keyed_worker"]  # the same code, deployed
+MODES = {
+    "grouped": [],
+    "exact": ["--exact"],
+    "deploy": DEPLOY_TO,  # every point a run of its own, after the replay pass
+    "replay": [*DEPLOY_TO, "--points", "after-effect:1"],  # the replay pass, and one cell
+}
 
 
 def sequence(charges: int, worker: str = "keyed_worker") -> list[str]:
@@ -66,6 +72,8 @@ class Timing(BaseModel):
     tool_requests: int  # requests the tool made of the server (median)
     worker_requests: int  # requests its workers made: polls, completions, heartbeats (median)
     n: int
+    replay_ms: float | None = None  # a deploy test's replay pass: every replay's time (median)
+    replays: int = 0  # ... the cuts it replayed (the others follow from them)
 
     @property
     def s_per_point(self) -> float:
@@ -86,6 +94,11 @@ class _Sample:
     @property
     def worker_requests(self) -> int:
         return sum(n for op, n in self.requests.items() if op not in TOOL_REQUESTS)
+
+    @property
+    def replay_ms(self) -> float | None:
+        timed = [r["ms"] for r in self.report.get("replay", []) if r["ms"] is not None]
+        return sum(timed) if timed else None
 
     @property
     def verdicts(self) -> list[tuple[str, bool]]:
@@ -203,7 +216,14 @@ def _timing(target: str, mode: str, samples: list[_Sample]) -> Timing:
         tool_requests=round(statistics.median(s.tool_requests for s in samples)),
         worker_requests=round(statistics.median(s.worker_requests for s in samples)),
         n=len(samples),
+        replay_ms=_median_or_none([s.replay_ms for s in samples]),
+        replays=sum(r["ms"] is not None for r in report.get("replay", [])),
     )
+
+
+def _median_or_none(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return round(statistics.median(known), 1) if known else None
 
 
 async def measure(
@@ -224,7 +244,12 @@ async def measure(
             progress(f"crashtest {target}: {mode} run {i + 1}/{runs}")
             path = out / f"{target.replace(' ', '-')}-{mode}-{i}.json"
             samples[mode].append(await _one([*args, *MODES[mode]], env, path, server))
-    verdicts = {tuple(sorted(s.verdicts)) for group in samples.values() for s in group}
+    verdicts = {
+        tuple(sorted(s.verdicts))
+        for mode, group in samples.items()
+        for s in group
+        if mode != "replay"  # one point only
+    }
     if len(verdicts) != 1:
         raise CrashtestError(f"crashtest {target}: the verdicts differ between runs: {verdicts}")
     return [_timing(target, mode, group) for mode, group in samples.items()]
@@ -245,6 +270,7 @@ def table(timings: list[Timing]) -> str:
         "s/point",
         "server CPU s",
         "requests: tool / workers",
+        "replay pass ms (cuts replayed)",
     ]
     rows = [_row(t) for t in timings]
     return render(head, rows)
@@ -254,14 +280,35 @@ def _row(t: Timing) -> list[str]:
     counts = [t.boundaries, t.points, t.failing, t.groups, t.runs]
     times = [f"{t.median_s:.2f}", f"{t.p99_s:.2f}", str(t.n), f"{t.s_per_point:.3f}"]
     requests = f"{t.tool_requests} / {t.worker_requests}"
-    return [t.target, t.mode, *map(str, counts), *times, f"{t.server_cpu_s:.1f}", requests]
+    replay = "" if t.replay_ms is None else f"{t.replay_ms:.0f} ({t.replays})"
+    return [
+        t.target,
+        t.mode,
+        *map(str, counts),
+        *times,
+        f"{t.server_cpu_s:.1f}",
+        requests,
+        replay,
+    ]
 
 
 def ratios(timings: list[Timing]) -> list[str]:
-    """grouped / exact for every target measured both ways (wall and server CPU)."""
+    """grouped / exact for every target measured both ways (wall and server CPU); a deploy test
+    against both; the replay pass per boundary."""
     by = {(t.target, t.mode): t for t in timings}
     out = []
     for t in timings:
+        if t.replay_ms is not None:
+            out.append(
+                f"{t.target}: replay pass {t.replay_ms:.0f} ms for {t.boundaries} boundaries "
+                f"({t.replay_ms / t.boundaries:.1f} ms per boundary, {t.replays} replayed)"
+            )
+        if t.mode == "deploy":
+            plain = [by[(t.target, m)] for m in ("grouped", "exact") if (t.target, m) in by]
+            out.append(
+                f"{t.target}: deploy test / plain = "
+                + ", ".join(f"{t.median_s / p.median_s:.2f}x {p.mode}" for p in plain)
+            )
         exact = by.get((t.target, "exact"))
         if t.mode == "grouped" and exact is not None:
             cpu = t.server_cpu_s / exact.server_cpu_s if exact.server_cpu_s else float("nan")
