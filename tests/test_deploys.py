@@ -47,7 +47,8 @@ BY_NAME = {pair.name: pair for pair in PAIRS}
 
 def source_trees(root: Path) -> tuple[Path, Path]:
     """Two checkouts of this project's examples, as CI has the base branch beside the pull
-    request: in each, `examples.deploys.current` is another version (v1, then v2_patched)."""
+    request: in each, the module `current` of examples/deploys is another version (v1, then
+    v2_patched)."""
     trees = root / "old", root / "new"
     for tree, version in zip(trees, ("v1", "v2_patched"), strict=True):
         shutil.copytree(ROOT / "examples", tree / "examples", ignore=IGNORED)
@@ -266,3 +267,17 @@ def test_a_deploy_between_source_trees_runs_each_version_from_its_own(
     assert by_point["after-effect:2"]["observed"] == OLD
     assert by_point["after-effect:2"]["diff"].startswith("new version (pinned): "), by_point
     assert "do not end in the no-crash state of the new version" in done.stdout
+
+
+def test_a_pinned_run_whose_version_is_gone_is_reported_hanging(
+    deploys: dict[str, CrashtestRun],
+) -> None:
+    """Worker Versioning, every run pinned: after the kill, no worker of v1 is left and v2's
+    does not take v1's runs. Each cell is ✗ "hanging" as soon as the taking-over worker polls,
+    never ✓ and not at the deadline; one killed in its first workflow task is on its way to v1
+    (not yet pinned) and hangs the same way."""
+    _, report = deploys["pinned"]
+    for cell in report["cells"]:
+        assert cell["diff"].startswith("hanging: the run is "), cell
+        assert "no worker of it is left (the worker that took over is v2)" in cell["diff"], cell
+    assert "on its way to version v1" in cells(deploys["pinned"])["in-task:1"]["diff"]

@@ -2,7 +2,7 @@
 worker that takes it over after a kill runs `new`), with the crash points tested and the ones
 that must fail: a deploy done wrong visibly fails, one done right passes.
 
-`python -m examples.deploys` crash-tests every pair and prints the table (`docs/deploys.md`);
+`python -m examples.deploys` crash-tests every pair and prints the table (crashtest's README);
 `tests/test_deploys.py` runs the same pairs.
 """
 
@@ -86,6 +86,13 @@ PAIRS = [
         "a reset on the patched version, positional activity ids",
         frozenset({"reset:1", "reset:2"}),
         "reset:1,reset:2",
+    ),
+    Pair(
+        "pinned",
+        "pinned_v1",
+        "pinned_v2",
+        "Worker Versioning, pinned: the old version's last worker gone",
+        frozenset(POINTS.split(",")),  # every run waits for a v1 worker: hanging
     ),
     Pair(
         "reset-explicit-ids",

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from temporalio.client import Client
 from temporalio.worker import Worker
 
@@ -14,8 +16,9 @@ from examples.shapes.ledger import workflow_key
 WORKFLOW = "Order"
 
 
-async def order_worker(client: Client, task_queue: str, workflow: type) -> Worker:
-    """A worker of one version of `Order` (every version runs the same activities)."""
+async def order_worker(client: Client, task_queue: str, workflow: type, **options: Any) -> Worker:
+    """A worker of one version of `Order` (every version runs the same activities); `options`:
+    more of `Worker`'s."""
     return await shape_worker(
         client,
         task_queue,
@@ -23,4 +26,5 @@ async def order_worker(client: Client, task_queue: str, workflow: type) -> Worke
         lambda pool: ChargeActivities(
             pool, charge_key=workflow_key, receipt_key=workflow_key
         ).all(),
+        **options,
     )

@@ -47,16 +47,20 @@ async def shape_worker(
     workflows: Sequence[type],
     activities: Callable[[AsyncConnectionPool], Sequence[Callable[..., Any]]],
     workflow_runner: WorkflowRunner | None = None,
+    worker_class: type[Worker] = Worker,
+    **options: Any,
 ) -> Worker:
     """FACTORY(client, task_queue) for crashtest: the workflows, and the activities made on the
     ledger's pool (which lives as long as the worker process); `workflow_runner`: the
-    sandbox's unless given."""
+    sandbox's unless given; `worker_class` and `options`: another kind of `Worker`, more of its
+    arguments."""
     pool = await open_ledger()
-    return Worker(
+    return worker_class(
         client,
         task_queue=task_queue,
         workflows=workflows,
         activities=activities(pool),
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
         workflow_runner=workflow_runner or SandboxedWorkflowRunner(),
+        **options,
     )

@@ -15,6 +15,7 @@ from temporalio.api.enums.v1 import (
     PendingActivityState,
     PendingWorkflowTaskState,
     TaskQueueType,
+    VersioningBehavior,
     WorkflowTaskFailedCause,
 )
 from temporalio.api.taskqueue.v1 import TaskQueue
@@ -40,6 +41,7 @@ BLOCKED_IN_PRODUCTION = (
     "a worker whose code replays its history takes it"
 )
 RESET = WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_RESET_WORKFLOW
+PINNED = VersioningBehavior.VERSIONING_BEHAVIOR_PINNED
 
 
 async def tree_histories(client: Client, workflow_id: str, first_run_id: str) -> list[RunHistory]:
@@ -148,13 +150,15 @@ async def progress_of(
     handle: WorkflowHandle[Any, Any],
     ready_for_s: float | None,
     reported: Mapping[str, tuple[float, str]] | None = None,
+    build_id: str | None = None,
 ) -> Progress:
     """Whether the run cannot go on: a workflow task that keeps failing (Temporal retries it
     forever: a worker without the workflow, code that replays differently), an activity failing
-    on every attempt, or a workflow task nobody takes from a queue no worker polls although the
-    worker said it is ready `ready_for_s` ago (None: it has not). Or whether it sits idle.
-    `reported`: the latest workflow task failure per run id, as the worker told it (when, and
-    why: a failure after a task's timeout is in no history)."""
+    on every attempt, a workflow task nobody takes from a queue no worker polls although the
+    worker said it is ready `ready_for_s` ago (None: it has not), or a run pinned to a version
+    of a Worker Deployment other than the live worker's (`build_id`: the only worker left).
+    Or whether it sits idle. `reported`: the latest workflow task failure per run id, as the
+    worker told it (when, and why: a failure after a task's timeout is in no history)."""
     idle = True
     started: list[tuple[str, str, PendingActivityInfo]] = []
     events = 0
@@ -183,6 +187,8 @@ async def progress_of(
                 )
         if (unpolled := await _unpolled(client, run, ready_for_s)) is not None:
             return unpolled
+        if ready_for_s is not None and (pinned := _pinned_elsewhere(run, build_id)):
+            return Stuck(pinned)
         if (
             raw.HasField("pending_workflow_task")
             or raw.pending_activities
@@ -251,6 +257,30 @@ async def _unpolled(client: Client, run: OpenRun, ready_for_s: float | None) -> 
     return Stuck(
         f"no worker takes workflow tasks from task queue {queue}: does the factory's "
         f"Worker register the workflow {run.description.workflow_type}?"
+    )
+
+
+def _pinned_elsewhere(run: OpenRun, build_id: str | None) -> str | None:
+    """Why the run hangs if Worker Versioning holds it on a version whose workers are gone (the
+    live worker, the only one left after a kill, is of version `build_id`): pinned to it, or
+    moving to it (a first workflow task the old version took and never finished). Temporal gives
+    its tasks to that version's workers only, so it waits for one, Running, however long."""
+    info = run.description.raw_description.workflow_execution_info.versioning_info
+    if info.behavior == PINNED:
+        held = info.deployment_version
+        how = "pinned to"
+    else:  # its first workflow task went to that version's worker, which died with it
+        held = info.version_transition.deployment_version
+        how = "on its way to"
+    if not held.build_id or held.build_id == build_id:
+        return None
+    return (
+        f"hanging: the run is {how} version {held.build_id} of Worker Deployment "
+        f"{held.deployment_name} and no worker of it is left (the worker that took over is "
+        f"{build_id or 'unversioned'}): Temporal gives its tasks to {held.build_id}'s workers "
+        "only, so in production it stays Running until one polls again; keep the old version's "
+        "workers until its pinned runs end, or move them (temporal workflow update-options "
+        "--versioning-override-behavior auto_upgrade)"
     )
 
 

@@ -868,7 +868,11 @@ class Runner:
             watch.ready_at = time.monotonic()
         ready_for_s = None if watch.ready_at is None else time.monotonic() - watch.ready_at
         progress = await progress_of(
-            self.client, run.handle, ready_for_s, worker.status.task_failures
+            self.client,
+            run.handle,
+            ready_for_s,
+            worker.status.task_failures,
+            worker.status.facts.get("build_id"),
         )
         if isinstance(progress, Stuck):
             raise _CellFailed(progress.why)

@@ -120,10 +120,15 @@ async def serve(args: argparse.Namespace) -> int:
             return 0
     config = workers[0].config()
     sticky = config.get("sticky_queue_schedule_to_start_timeout")
+    deployment = config.get("deployment_config")
+    versioned = deployment is not None and deployment.use_worker_versioning
+    build_id = deployment.version.build_id if deployment and versioned else None
     facts = {
         "identity": config.get("identity") or client.identity,
         "sticky_s": sticky.total_seconds() if sticky is not None else None,
         "task_queues": [w.task_queue for w in workers],
+        # Worker Versioning: the build id of the deployment version this worker is
+        "build_id": build_id,
     }
     async with contextlib.AsyncExitStack() as running:
         for each in workers:

@@ -1,0 +1,48 @@
+"""Worker Versioning, pinned: each version's worker is a version of a Worker Deployment (one per
+task queue, so that crash tests running at once never share it), every workflow pinned to the
+version it started on, and each worker makes its version the current one as it starts polling
+(what a deploy does once the new workers are up: `temporal worker deployment
+set-current-version`). A pinned run never replays on another version — so no patch is needed —
+and needs a worker of its own version until it ends: when the old version's last worker dies
+mid-run, the run waits for one forever."""
+
+from __future__ import annotations
+
+from temporalio.api.workflowservice.v1 import SetWorkerDeploymentCurrentVersionRequest
+from temporalio.client import Client
+from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
+from temporalio.worker import Worker, WorkerDeploymentConfig
+
+from examples.deploys.steps import order_worker
+
+
+class CurrentOnStart(Worker):
+    """A versioned worker that makes its version the deployment's current one as it starts
+    (not when it is built: a worker built early, to take over later, must not take the runs
+    that the version before it is still starting)."""
+
+    async def run(self) -> None:
+        deployment = self.config().get("deployment_config")
+        assert deployment is not None
+        await self.client.workflow_service.set_worker_deployment_current_version(
+            SetWorkerDeploymentCurrentVersionRequest(
+                namespace=self.client.namespace,
+                deployment_name=deployment.version.deployment_name,
+                build_id=deployment.version.build_id,
+                allow_no_pollers=True,  # it polls right after
+                identity=self.client.identity,
+            )
+        )
+        await super().run()
+
+
+async def pinned_worker(client: Client, task_queue: str, workflow: type, build_id: str) -> Worker:
+    """A worker of version `build_id` of the task queue's deployment, every run pinned."""
+    config = WorkerDeploymentConfig(
+        version=WorkerDeploymentVersion(deployment_name=task_queue, build_id=build_id),
+        use_worker_versioning=True,
+        default_versioning_behavior=VersioningBehavior.PINNED,
+    )
+    return await order_worker(
+        client, task_queue, workflow, worker_class=CurrentOnStart, deployment_config=config
+    )
