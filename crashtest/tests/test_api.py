@@ -93,6 +93,9 @@ def test_every_option_of_the_pytest_fixture_is_a_flag_of_the_command(tmp_path: P
         "real_timeouts": True,
         "exact": True,
         "deploy_to": "m2:w",
+        "worker_tree": "../base",
+        "deploy_tree": ".",
+        "expect_version": "new",
     }
     assert set(values) | {"env"} == set(pytest_plugin.OPTIONS)
     cmd = pytest_plugin._command("m:w", "m:W", {"a": 1}, "m:o", tmp_path / "r.json", values)
@@ -100,3 +103,4 @@ def test_every_option_of_the_pytest_fixture_is_a_flag_of_the_command(tmp_path: P
     assert args.exact and args.real_timeouts and args.jobs == 2 and args.repeat == 2
     assert args.points == "after-effect:1" and args.plugin == ["m:p"]
     assert args.deploy_to == "m2:w"
+    assert (args.worker_tree, args.deploy_tree, args.expect) == ("../base", ".", "new")
