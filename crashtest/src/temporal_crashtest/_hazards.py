@@ -52,23 +52,28 @@ def deploy_hazards(old: Tree, new: Tree) -> list[str]:
 def _positions(
     flows: tuple[_Flow, _Flow], before: list[Boundary], after: list[Boundary], shared: list[str]
 ) -> str | None:
-    """Positional activity ids under a changed list of steps (a step of a shared type is
-    another step when its input differs, `_Flow.differs`)."""
-    if not all(b.activity_id.isdigit() for b in [*before, *after]):
-        return None
+    """An activity id that names another step on the new code (a step of a shared type is
+    another step when its input differs, `_Flow.differs`): what positional ids do when the list
+    of steps changes. Explicit ids that keep every step's id (a new step, a new id) hold none."""
     old, new = _names(before, shared), _names(after, shared)
-    moved = [
-        f"{i} {old[i - 1]} → {new[i - 1]}"
-        for i, (a, b) in enumerate(zip(before, after, strict=False), start=1)
-        if a.activity != b.activity or (a.activity in shared and _another_input(flows, a, b))
-    ]
-    if not moved:  # steps only added or removed at the end: no id names another step
+    named_new = {b.activity_id: (b, name) for b, name in zip(after, new, strict=True)}
+    moved = []
+    for a, name in zip(before, old, strict=True):
+        if a.activity_id not in named_new:
+            continue
+        b, other = named_new[a.activity_id]
+        if a.activity != b.activity or (a.activity in shared and _another_input(flows, a, b)):
+            moved.append(f"{a.activity_id} {name} → {other}")
+    if not moved:  # steps only added or removed at the end, or each step kept its id
         return None
+    numbered = all(b.activity_id == str(i) for steps in (before, after) for i, b in
+                   enumerate(steps, start=1))  # fmt: skip
+    what = "activity ids are positions" if numbered else "activity ids moved between steps"
     return (
-        f"activity ids are positions and the steps changed ({_listed(old)} → {_listed(new)}): "
+        f"{what} and the steps changed ({_listed(old)} → {_listed(new)}): "
         f"an id now names another step ({', '.join(moved[:SHOWN_CHANGES])}), so keys of "
         "workflow_id:activity_id move on a reset or a recovery on the new code; give each step "
-        "an explicit activity_id"
+        "an explicit activity_id of its own, never reused"
     )
 
 
