@@ -49,15 +49,20 @@ def key_strategy() -> KeyStrategy:
 
 
 def make_worker(
-    client: Client, pool: AsyncConnectionPool, queue: str, grocer: Grocer | None
+    client: Client,
+    pool: AsyncConnectionPool,
+    queue: str,
+    grocer: Grocer | None,
+    workflow: type = GroceryAgentWorkflow,
 ) -> Worker:
-    """The grocery worker; KEY_STRATEGY and STUB_MODEL_LATENCY_MS come from the environment."""
+    """The grocery worker; KEY_STRATEGY and STUB_MODEL_LATENCY_MS come from the environment.
+    `workflow`: another version of GroceryAgentWorkflow (a deploy crash test's)."""
     model = model_from_env()
     activities = GroceryActivities(pool, model, key_strategy(), grocer)
     return Worker(
         client,
         task_queue=queue,
-        workflows=[GroceryAgentWorkflow],
+        workflows=[workflow],
         activities=activities.all(),
         sticky_queue_schedule_to_start_timeout=STICKY_QUEUE_TIMEOUT,
         graceful_shutdown_timeout=timedelta(seconds=10),
@@ -71,10 +76,12 @@ async def open_app_pool() -> AsyncConnectionPool:
     return pool
 
 
-async def build_worker(client: Client, task_queue: str) -> Worker:
+async def build_worker(
+    client: Client, task_queue: str, workflow: type = GroceryAgentWorkflow
+) -> Worker:
     """The same worker on a given client and task queue; its pool lives as long as the
     process."""
-    return make_worker(client, await open_app_pool(), task_queue, grocer_from_env())
+    return make_worker(client, await open_app_pool(), task_queue, grocer_from_env(), workflow)
 
 
 def dependencies(pool: AsyncConnectionPool, client: Client) -> dict[str, Probe]:

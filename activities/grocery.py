@@ -26,6 +26,7 @@ from agent.data import (
     PantryInput,
     PantryReport,
     Plan,
+    PriceQuote,
     Summary,
     SummaryInput,
 )
@@ -105,8 +106,9 @@ class GroceryActivities:
                 )
 
     def all(self) -> list[Callable[..., Awaitable[object]]]:
-        """The six activities in the order of `agent.steps.STEPS`, for a Worker's `activities=`."""
-        return [getattr(self, step.name) for step in steps.STEPS]
+        """The six activities in the order of `agent.steps.STEPS`, and the next version's price
+        check, for a Worker's `activities=`."""
+        return [getattr(self, step.name) for step in (*steps.STEPS, steps.CHECK_PRICES)]
 
     @activity.defn
     async def plan(self, request: GroceryRequest) -> Plan:
@@ -123,6 +125,10 @@ class GroceryActivities:
         return await self._step(
             lambda conn, run_id, key: steps.choose(conn, self.model, run_id, pantry, key)
         )
+
+    @activity.defn
+    async def check_prices(self, choice: Choice) -> PriceQuote:
+        return await self._step(lambda *_: steps.check_prices(choice))
 
     @activity.defn
     async def place_order(self, choice: Choice) -> OrderPlaced:

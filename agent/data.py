@@ -90,7 +90,16 @@ class SummaryInput(BaseModel):
     email: EmailSent
 
 
+class PriceQuote(BaseModel):
+    """The next version's step (read-only): what the order will cost, line by line, checked
+    before any money is spent."""
+
+    total_cents: int = Field(ge=0)
+    lines: list[str]  # "2 x milk at 1.29"
+
+
 class GroceryResult(BaseModel):
     summary: Summary
     order: OrderPlaced
     email: EmailSent
+    quote: PriceQuote | None = None  # None: a run of the version before the price check

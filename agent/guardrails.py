@@ -51,9 +51,13 @@ def check_choice(pantry: PantryReport, choice: Choice) -> None:
             raise GuardrailViolation(
                 f"the model chose {quantity} x {item!a}; at most {MAX_QUANTITY} of an item"
             )
-    total = sum(PRICES_CENTS[item] * quantity for item, quantity in quantities.items())
-    if total > BUDGET_CENTS:
+    check_budget(sum(PRICES_CENTS[item] * quantity for item, quantity in quantities.items()))
+
+
+def check_budget(total_cents: int) -> None:
+    """GuardrailViolation if an order of `total_cents` is over the household's budget."""
+    if total_cents > BUDGET_CENTS:
         raise GuardrailViolation(
-            f"the order would cost {money(total)}, over the household's budget of "
+            f"the order would cost {money(total_cents)}, over the household's budget of "
             f"{money(BUDGET_CENTS)}"
         )

@@ -26,7 +26,7 @@ async def recovery_samples(client: Client, procs: Processes, runs: int) -> list[
     samples: list[int] = []
     for _ in range(runs):
         queue = f"bench-recovery-{uuid.uuid4().hex[:8]}"
-        crash_at = f"after-effect:{PLACE_ORDER.number}"
+        crash_at = f"after-effect:{PLACE_ORDER.name}"  # the order activity, whatever its place
         doomed = await procs.start(f"{queue}-a", crashing_worker(queue, crash_at))
         handle = await client.start_workflow(
             GroceryAgentWorkflow.run,

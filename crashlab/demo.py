@@ -37,6 +37,7 @@ from journal.crash_points import without_crash_at
 
 STAGES = 9
 CRASH_AT = f"after-effect:{PLACE_ORDER.number}"  # the order is placed, not yet recorded
+WORKER_CRASH_AT = f"after-effect:{PLACE_ORDER.name}"  # the same, as crashtest's worker names it
 
 
 def say(stage: int, text: str) -> None:
@@ -125,11 +126,11 @@ class Demo:
         """Stages 3-5: worker A places the order and is killed before Temporal hears of it; the
         starter waits on the run. Returns the starter."""
         procs = self.procs
-        doomed = await procs.start("worker-a", crashing_worker(self.queue, CRASH_AT))
+        doomed = await procs.start("worker-a", crashing_worker(self.queue, WORKER_CRASH_AT))
         say(
             3,
             f"worker A started (pid {doomed.pid}); it will SIGKILL itself just after placing "
-            f"the order, before Temporal hears the activity finished (--crash-at {CRASH_AT})",
+            f"the order, before Temporal hears the activity finished (--crash-at {WORKER_CRASH_AT})",
         )
         starter = await procs.start(
             "starter",

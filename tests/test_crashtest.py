@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from agent.steps import STEP_NAMES
 from crashlab.lab import grocery_crashtest_args
 from tests.helpers import (
     assert_ends_in_error,
@@ -19,6 +18,7 @@ from tests.helpers import (
     run_python,
     untested_but_the_end,
 )
+from workflows.grocery import ACTIVITY_NAMES
 
 # Three crash tests at once, beside the rest of the suite.
 GROCERY = [*grocery_crashtest_args("household-1"), "--jobs", "6"]
@@ -41,15 +41,15 @@ def test_grocery_agent_with_and_without_keys(
     done, report = results["keys"]
     assert done.returncode == 0, done.stdout + done.stderr
     assert report["workflow"] == "GroceryAgentWorkflow"
-    assert report["activities"] == list(STEP_NAMES)
+    assert report["activities"] == list(ACTIVITY_NAMES)
     cells = report["cells"]
     # After the last checkpoint the run without a crash only ends (not a point), unless a loaded
     # machine retried the task that took its result: then that point is made too.
-    last = f"after-checkpoint:{len(STEP_NAMES)}"
+    last = f"after-checkpoint:{len(ACTIVITY_NAMES)}"
     only_ends = any(u["boundary"].startswith(last) for u in report["untested"])
     assert [c["crash_at"] for c in cells] == [
-        *(f"after-effect:{n}" for n in range(1, len(STEP_NAMES) + 1)),
-        *(f"after-checkpoint:{n}" for n in range(1, len(STEP_NAMES) + (not only_ends))),
+        *(f"after-effect:{n}" for n in range(1, len(ACTIVITY_NAMES) + 1)),
+        *(f"after-checkpoint:{n}" for n in range(1, len(ACTIVITY_NAMES) + (not only_ends))),
     ]
     assert all(c["observed"] == report["reference"] for c in cells)
     # In production, after an effect a SIGKILLed worker is noticed through its activity's
@@ -76,12 +76,13 @@ def test_grocery_agent_with_and_without_keys(
 
     done, report = results["none"]
     assert done.returncode == 1, done.stdout + done.stderr
-    # Without keys: a second model call at 1, 3, 6, a second order at 4, a second email at 5.
-    assert failing(report) == {f"after-effect:{n}" for n in (1, 3, 4, 5, 6)}
+    # Without keys: a second model call at 1, 3, 7, a second order at 5, a second email at 6
+    # (4, the price check, only reads).
+    assert failing(report) == {f"after-effect:{n}" for n in (1, 3, 5, 6, 7)}
     by_point = {c["crash_at"]: c for c in report["cells"]}
-    assert by_point["after-effect:4"]["diff"] == "orders: 1 → 2 entries"
-    assert by_point["after-effect:5"]["diff"] == "emails: 1 → 2 entries"
-    assert "after-effect:4 (place_order), after-effect:5 (send_confirmation)" in done.stdout
+    assert by_point["after-effect:5"]["diff"] == "orders: 1 → 2 entries"
+    assert by_point["after-effect:6"]["diff"] == "emails: 1 → 2 entries"
+    assert "after-effect:5 (place_order), after-effect:6 (send_confirmation)" in done.stdout
 
     # Waiting out the server's real timeouts gives the same verdicts, and waits on the timeout
     # that the fast-forwarded report names first (the kill's own: the activity's, or the held
@@ -93,7 +94,7 @@ def test_grocery_agent_with_and_without_keys(
     slow = {c["crash_at"]: (c["matches"], c["diff"]) for c in real["cells"]}
     assert slow == fast
 
-    steps = [*STEP_NAMES, *STEP_NAMES[:-1]]
+    steps = [*ACTIVITY_NAMES, *ACTIVITY_NAMES[:-1]]
     for f, s, step in zip(report["cells"], real["cells"], steps, strict=True):
         held = "workflow task start-to-close timeout 10.0 s"
         own = f"{step} heartbeat timeout 2.0 s" if f["crash_at"].startswith("after-e") else held

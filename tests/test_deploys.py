@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from crashlab.lab import counts, grocery_crashtest_args
 from examples.deploys.pairs import PAIRS
 from infra.db import ensure_database_url
 from tests.helpers import (
@@ -43,6 +44,22 @@ FRAMEWORK_TO_ITSELF = [
     "--deploy-to", f"{PYDANTIC_AI}:keyed_worker", "--points", "after-effect:1",
 ]  # fmt: skip
 BY_NAME = {pair.name: pair for pair in PAIRS}
+# The grocery agent: runs start on the release before the price check (numbered by the SDK) and
+# are taken over by today's (ids are the steps' own numbers; the check behind a patch), or by
+# the check shipped the guide's way (behind a patch, numbered by the SDK).
+AGENT_POINTS = ",".join(
+    [f"after-effect:{n}" for n in range(1, 7)]
+    + [f"after-checkpoint:{n}" for n in range(1, 6)]
+    + [f"in-task:{n}" for n in range(1, 7)]
+    + [f"reset:{n}" for n in range(1, 7)]
+)
+RESETS = ",".join(f"reset:{n}" for n in range(1, 7))
+
+
+def agent_deploy(household: str, to: str, points: str) -> list[str]:
+    args = grocery_crashtest_args(household)
+    args[args.index("--worker") + 1] = "examples.deploys.grocery:v1_worker"
+    return [*args, "--deploy-to", to, "--points", points]
 
 
 def source_trees(root: Path) -> tuple[Path, Path]:
@@ -83,6 +100,11 @@ def deploys(
     }
     runs["framework"] = (FRAMEWORK_TO_ITSELF, {})
     runs["trees"] = (from_trees(*source_trees(tmp_path_factory.mktemp("trees"))), {})
+    runs["agent"] = (agent_deploy("deploy-agent", "worker:build_worker", AGENT_POINTS), {})
+    runs["agent-by-position"] = (
+        agent_deploy("deploy-agent-p", "examples.deploys.grocery:by_position_worker", RESETS),
+        {},
+    )
     return crashtest_runs(runs, env, tmp_path_factory.mktemp("deploys"), at_once=4)
 
 
@@ -281,3 +303,34 @@ def test_a_pinned_run_whose_version_is_gone_is_reported_hanging(
         assert cell["diff"].startswith("hanging: the run is "), cell
         assert "no worker of it is left (the worker that took over is v2)" in cell["diff"], cell
     assert "on its way to version v1" in cells(deploys["pinned"])["in-task:1"]["diff"]
+
+
+def test_the_agent_survives_its_own_deploy_and_a_reset_on_it(
+    deploys: dict[str, CrashtestRun],
+) -> None:
+    """v1 of the grocery agent taken over by today's at every crash moment, and reset to every
+    step on it: each run ends in one version's no-crash state (3 model calls, 1 order, 1 email),
+    its keys on their steps (the ids are the steps' own numbers, the price check 7)."""
+    done, report = deploys["agent"]
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(report["cells"]) == len(AGENT_POINTS.split(","))
+    assert counts(report["reference"]) == counts(report["deployed_reference"]) == (3, 1, 1)
+    assert report["warnings"] == []  # no id names another step
+    assert all(r["failure"] is None for r in report["replay"])
+
+
+def test_the_agent_shipped_with_numbered_ids_orders_twice_on_a_reset(
+    deploys: dict[str, CrashtestRun],
+) -> None:
+    """The price check behind a patch, as Temporal's guide ships a step, with the SDK numbering
+    the activities: reset on it to before the order, a run takes the check as id 4 — the
+    order's key — and orders, emails and summarises again: 4 model calls, 2 orders, 2 emails.
+    The note names the key that moved."""
+    done, report = deploys["agent-by-position"]
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert failing(report) == {"reset:1", "reset:2", "reset:3", "reset:4"}
+    for cell in report["cells"]:
+        if not cell["matches"]:
+            assert counts(cell["observed"]) == (4, 2, 2), cell
+    [moved] = report["warnings"]
+    assert "(4 place_order → check_prices, 5 send_confirmation → place_order" in moved, moved

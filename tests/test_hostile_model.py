@@ -26,8 +26,10 @@ from tests.helpers import (
     run_python,
     state,
 )
+from workflows.grocery import ACTIVITY_NAMES
 
-STEP_POSITION = {"plan": 0, "choose": 2, "summarise": 5}  # the step's activity, in the history
+# the step's activity, in the history
+STEP_POSITION = {step: ACTIVITY_NAMES.index(step) for step in ("plan", "choose", "summarise")}
 EFFECTS_BEFORE = {"plan": (0, 0), "choose": (0, 0), "summarise": (1, 1)}  # orders, emails
 
 REFUSED = [

@@ -42,7 +42,11 @@ from tests.helpers import (
     state,
 )
 from tests.reordered_workflow import ReorderedGroceryAgentWorkflow
-from workflows.grocery import GroceryAgentWorkflow
+from workflows.grocery import ACTIVITY_NAMES, GroceryAgentWorkflow
+
+ORDER = ACTIVITY_NAMES.index("place_order")  # its activity's place in a run's history
+# Every step up to the order run once: the order's failure is not retried.
+TO_THE_ORDER = [1] * (ORDER + 1)
 
 HISTORY = Path(__file__).parent / "histories" / "grocery_completed.json"
 
@@ -76,11 +80,13 @@ def test_no_crash_and_no_second_order_for_the_same_week(
 @pytest.mark.parametrize(
     ("crash_at", "key_strategy", "expected"),
     [
-        ("after-effect:4", "workflow", (3, 1, 1)),
-        ("after-effect:4", "run", (3, 1, 1)),  # a retry keeps the run id, so this holds too
-        ("after-effect:4", "none", (3, 2, 1)),  # no key: the retried order is a second order
-        ("after-effect:5", "workflow", (3, 1, 1)),
-        ("after-effect:5", "none", (3, 1, 2)),  # no key: a second confirmation email
+        ("after-effect:place_order", "workflow", (3, 1, 1)),
+        # a retry keeps the run id, so this holds too
+        ("after-effect:place_order", "run", (3, 1, 1)),
+        # no key: the retried order is a second order
+        ("after-effect:place_order", "none", (3, 2, 1)),
+        ("after-effect:send_confirmation", "workflow", (3, 1, 1)),
+        ("after-effect:send_confirmation", "none", (3, 1, 2)),  # no key: a second email
     ],
 )
 async def test_worker_killed_after_the_effect(
@@ -95,8 +101,8 @@ async def test_worker_killed_after_the_effect(
     final = state(db, workflow_id)
     assert final.counts == expected
     # Temporal retried the killed activity: its second attempt ran on the new worker.
-    step = int(crash_at.split(":")[1])
-    assert (await attempts(client, workflow_id))[step - 1] == 2
+    step = ACTIVITY_NAMES.index(crash_at.split(":")[1])
+    assert (await attempts(client, workflow_id))[step] == 2
     if expected == (3, 1, 1):
         assert result.order.order_id == final.orders[0].id
         assert f"#{result.order.order_id}" in final.emails[0].body
@@ -106,9 +112,10 @@ async def test_worker_killed_after_the_effect(
 async def test_crash_point_named_by_its_activity(
     client: Client, workers: Callable[..., WorkerProcess], db: psycopg.Connection
 ) -> None:
-    """--crash-at after-effect:place_order is after-effect:4; crashtest's interceptor kills the
-    worker there, from outside the activity's code."""
-    workflow_id, _, _ = await crash_then_resume(client, workers, "after-effect:place_order", "none")
+    """--crash-at after-effect:5 is after-effect:place_order (the fifth activity, after the
+    price check); crashtest's interceptor kills the worker there, from outside the activity's
+    code."""
+    workflow_id, _, _ = await crash_then_resume(client, workers, "after-effect:5", "none")
     assert state(db, workflow_id).counts == (3, 2, 1)
 
 
@@ -117,10 +124,12 @@ async def test_completed_steps_are_replayed_not_rerun(
 ) -> None:
     # No keys at all, so nothing but Temporal's history can keep the model calls at 3. The
     # worker dies once the workflow has seen the order recorded, before it schedules the email:
-    # the fresh worker replays steps 1-4 and runs 5 and 6, each once.
-    workflow_id, _, _ = await crash_then_resume(client, workers, "after-checkpoint:4", "none")
+    # the fresh worker replays the steps to the order and runs the email and the summary once.
+    workflow_id, _, _ = await crash_then_resume(
+        client, workers, "after-checkpoint:place_order", "none"
+    )
     assert state(db, workflow_id).counts == (3, 1, 1)
-    assert await attempts(client, workflow_id) == [1, 1, 1, 1, 1, 1]
+    assert await attempts(client, workflow_id) == [1] * len(ACTIVITY_NAMES)
 
 
 async def test_saved_history_replays_cleanly() -> None:
@@ -191,7 +200,7 @@ async def test_the_grocer_slowing_us_down_is_retried(
         ORDER_BACKEND="grocer", GROCER_URL=grocer_url,
     )  # fmt: skip
     assert (out["model_calls"], out["orders"], out["emails"]) == (3, 1, 1)
-    assert (await attempts(client, str(out["workflow_id"])))[3] == 3
+    assert (await attempts(client, str(out["workflow_id"])))[ORDER] == 3
 
 
 async def test_an_order_the_grocer_refuses_fails_the_run_at_once(
@@ -206,7 +215,7 @@ async def test_an_order_the_grocer_refuses_fails_the_run_at_once(
     )
     assert_one_line_error(done, "failed: the grocer refused POST /orders (400)")
     workflow_id = f"grocery-{household}-{this_week()}"
-    assert await attempts(client, workflow_id) == [1, 1, 1, 1]  # not retried
+    assert await attempts(client, workflow_id) == TO_THE_ORDER  # not retried
     assert state(db, workflow_id).emails == []
 
 
@@ -243,7 +252,7 @@ async def test_an_order_planted_under_our_reference_is_not_confirmed(
     assert_one_line_error(done, f"under reference {workflow_id}:4 and none is the one this run")
     assert "found 24 x caviar" in done.stderr
     assert state(db, workflow_id).emails == []
-    assert (await attempts(client, workflow_id))[3:] == [1]  # not retried
+    assert (await attempts(client, workflow_id))[ORDER:] == [1]  # not retried
 
     household = new_run_id("h")
     workflow_id = f"grocery-{household}-{this_week()}"
@@ -254,7 +263,7 @@ async def test_an_order_planted_under_our_reference_is_not_confirmed(
         ORDER_BACKEND="grocer", GROCER_URL=grocer_url,
     )  # fmt: skip
     assert (out["model_calls"], out["orders"], out["emails"]) == (3, 1, 1)
-    assert (await attempts(client, workflow_id))[3] == 4  # the fourth found no order: placed
+    assert (await attempts(client, workflow_id))[ORDER] == 4  # the fourth found no order: placed
 
 
 class NotFoundPage(http.server.BaseHTTPRequestHandler):
@@ -291,7 +300,7 @@ async def test_a_wrong_grocer_path_fails_the_run_at_once(
         )
         assert_one_line_error(done, "the grocer refused GET /orders (404)")  # the effect check
         workflow_id = f"grocery-{household}-{this_week()}"
-        assert await attempts(client, workflow_id) == [1, 1, 1, 1]  # not retried
+        assert await attempts(client, workflow_id) == TO_THE_ORDER  # not retried
     finally:
         server.shutdown()
         server.server_close()
