@@ -30,10 +30,11 @@ from agent.data import HOUSEHOLD_PATTERN, WEEK_PATTERN, GroceryRequest, GroceryR
 from agent.grocer import Grocer, configured_grocer
 from agent.llm import forget_recorded_answers
 from agent.outcome import read_run_state
+from infra.blocked import WHAT_TO_DO, why_blocked
 from infra.cli import run_main, visible
 from infra.config import task_queue
 from infra.db import connect_postgres, ensure_database_url, ensure_schema
-from infra.errors import AgentError, ConfigError, DatabaseUnavailable, first_line
+from infra.errors import AgentError, ConfigError, DatabaseUnavailable, RunBlocked, first_line
 from infra.logs import LogFormat, log_format
 from infra.temporal_client import connect_temporal
 from infra.temporal_server import ui_url
@@ -42,6 +43,7 @@ from workflows.grocery import GroceryAgentWorkflow
 log = logging.getLogger("starter")
 RECONNECT_S = 30  # how long the outcome waits for a restarting Postgres
 ASK_TIMEOUT_S = 3.0  # how long "what is the run waiting on?" may take
+WAIT_LOOK_S = 5.0  # while a result is slow to come, look this often whether a deploy blocked it
 
 _NAME = re.compile(HOUSEHOLD_PATTERN)
 _WEEK = re.compile(WEEK_PATTERN)
@@ -84,17 +86,37 @@ def parse_args() -> argparse.Namespace:
 async def wait_telling_why(handle: WorkflowHandle[Any, GroceryResult], queue: str) -> GroceryResult:
     """Wait for the result; if it is slow to come, say once what it may be waiting for: a step
     being retried (and its last failure), no worker, or no Temporal (the wait goes on through a
-    Temporal outage: the server keeps the run)."""
+    Temporal outage: the server keeps the run). A run a deploy blocked (its code no longer
+    replays) is an error, with why and what to do, instead of a wait that never ends."""
     result = asyncio.ensure_future(result_through_outages(handle))
-    done, _ = await asyncio.wait({result}, timeout=5)
-    if not done:
-        log.warning(
-            "still waiting for %s: %s",
-            handle.id,
-            await waiting_on(handle, queue),
-            extra={"workflow_id": handle.id},
-        )
+    said = False
+    while not (await asyncio.wait({result}, timeout=WAIT_LOOK_S))[0]:
+        if not said:
+            log.warning(
+                "still waiting for %s: %s",
+                handle.id,
+                await waiting_on(handle, queue),
+                extra={"workflow_id": handle.id},
+            )
+            said = True
+        blocked = await blocked_by_a_deploy(handle)
+        if blocked is not None:
+            result.cancel()
+            raise RunBlocked(f"{handle.id} is blocked: {blocked}; {WHAT_TO_DO}")
     return await result
+
+
+async def blocked_by_a_deploy(handle: WorkflowHandle[Any, GroceryResult]) -> str | None:
+    """The nondeterminism error the run's workflow task fails with, if a deploy blocked it (None
+    too while Temporal does not answer: the wait goes on). The history is read only once the
+    run's workflow task has failed."""
+    try:
+        described = await asyncio.wait_for(handle.describe(), ASK_TIMEOUT_S)
+        if described.raw_description.pending_workflow_task.attempt < 2:
+            return None
+        return why_blocked(await asyncio.wait_for(handle.fetch_history(), ASK_TIMEOUT_S))
+    except (RPCError, TimeoutError):
+        return None
 
 
 async def result_through_outages(handle: WorkflowHandle[Any, GroceryResult]) -> GroceryResult:

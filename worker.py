@@ -27,6 +27,7 @@ from temporalio.worker import Worker
 from activities.grocery import GroceryActivities, KeyStrategy
 from agent.grocer import Grocer, configured_grocer, grocer_from_env
 from agent.llm import model_from_env
+from infra.blocked import report_blocked_runs
 from infra.cli import run_main
 from infra.config import env_port, env_str, task_queue
 from infra.db import ensure_database_url, ensure_schema, open_pool
@@ -126,6 +127,8 @@ async def main(interceptors: Sequence[Interceptor] = ()) -> int:
         if metrics_port is not None:
             runtime = metrics_runtime(metrics_port)
             count_effects(runtime.metric_meter)  # ours beside the SDK's: effects created, refused
+        # A run a deploy blocked: one ERROR line and a count (grocery_blocked_runs).
+        report_blocked_runs(log, runtime.metric_meter if runtime is not None else None)
         pool = await open_app_pool()
         try:
             client = await connect_temporal(runtime=runtime, interceptors=interceptors)

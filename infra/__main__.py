@@ -1,4 +1,6 @@
 """`python -m infra stop`: stop the local services this project started (`make stop`).
+`python -m infra blocked`: the runs a deploy blocked (their code no longer replays), with why
+and what to do; exit 1 if there is any.
 `python -m infra temporal-address`: the Temporal address every command uses (TEMPORAL_ADDRESS,
 else the local dev server, started if it is not running), on stdout; quick, for the Makefile."""
 
@@ -30,6 +32,23 @@ async def stop() -> int:
     return 0
 
 
+async def blocked() -> int:
+    from infra.blocked import WHAT_TO_DO, blocked_runs
+    from infra.cli import visible
+    from infra.temporal_client import connect_temporal
+
+    client = await connect_temporal()
+    found = 0
+    async for run in blocked_runs(client):
+        found += 1
+        print(f"{run.workflow_id} (run {run.run_id}): {visible(run.why)}")
+    if found:
+        print(f"{found} blocked run(s): {WHAT_TO_DO}")
+    else:
+        print("no blocked run")
+    return 1 if found else 0
+
+
 def temporal_address() -> int:
     """Without the SDK's imports (half a second): an error is one line, exit 2."""
     from infra.errors import AgentError
@@ -45,9 +64,10 @@ def temporal_address() -> int:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m infra", description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["stop", "temporal-address"])
-    if parser.parse_args().command == "temporal-address":
+    parser.add_argument("command", choices=["stop", "temporal-address", "blocked"])
+    command = parser.parse_args().command
+    if command == "temporal-address":
         sys.exit(temporal_address())
     from infra.cli import run_main
 
-    run_main(stop())
+    run_main(blocked() if command == "blocked" else stop())

@@ -22,3 +22,7 @@ def first_line(err: BaseException) -> str:
     error shows of a cause whose message may run to many lines (a driver's, the SDK core's)."""
     text = str(err).strip()
     return text.splitlines()[0] if text else type(err).__name__
+
+
+class RunBlocked(AgentError):
+    """The run's code no longer replays its history (a deploy): it stays Running, blocked."""

@@ -1,0 +1,137 @@
+"""Runs blocked by a deploy, never silent.
+
+A version of the workflow whose code no longer replays a run's history (a step inserted,
+removed or reordered without `workflow.patched`) does not fail the run: its workflow task fails
+with a nondeterminism error and is retried at growing intervals, the run stays Running, and the
+SDK says so in one WARN line of its core. Here:
+
+- `report_blocked_runs`: the worker logs one ERROR line per blocked run (the run, the error,
+  which names the step, and what to do) and counts it (`grocery_blocked_runs`);
+- `why_blocked`: what a run's history says, for `starter.py` waiting on a run;
+- `blocked_runs`: every Running run whose workflow task keeps failing with a nondeterminism
+  error (`python -m infra blocked`): each Running run whose pending workflow task is past its
+  first attempt, or that Temporal marked with its `TemporalReportedProblems` search attribute
+  (set only after a few failures, about a minute), and whose history shows the error.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported by the worker and the starter, which have the SDK already
+    from temporalio.client import Client, WorkflowHistory
+    from temporalio.common import MetricMeter
+
+SDK_WORKFLOW_LOGGER = "temporalio.worker._workflow"
+EVICTING = "Evicting workflow with run ID"  # the SDK's DEBUG record: (run id, message)
+NONDETERMINISM = "[TMPRL1100]"
+WHAT_TO_DO = (
+    "it stays Running, its workflow task retried at growing intervals: roll back to the version "
+    "that started it, or ship the change behind workflow.patched (docs/deploys.md)"
+)
+RUNNING = "ExecutionStatus = 'Running'"
+_INNER = re.compile(r'message: "((?:[^"\\]|\\.)*)"')
+
+
+def core_message(text: str) -> str:
+    """The failure's own message inside the SDK core's rendering of it."""
+    inner = _INNER.search(text)
+    return inner.group(1).replace('\\"', '"') if inner else text
+
+
+class BlockedRunReporter(logging.Handler):
+    """One ERROR line on `log`, and one count, per run whose workflow task fails with a
+    nondeterminism error on this worker; what the SDK's logger passed on before (records at
+    `passed_level` or above) still reaches its ancestors' handlers."""
+
+    def __init__(self, log: logging.Logger, passed_level: int, meter: MetricMeter | None) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.log = log
+        self.passed_level = passed_level
+        self.told: set[str] = set()
+        self.counter = (
+            meter.create_counter(
+                "grocery_blocked_runs", "runs whose code no longer replays on this worker"
+            )
+            if meter is not None
+            else None
+        )
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            args = record.args
+            if (
+                isinstance(record.msg, str)
+                and record.msg.startswith(EVICTING)
+                and isinstance(args, tuple)
+                and len(args) == 2
+                and NONDETERMINISM in str(args[1])
+                and str(args[0]) not in self.told
+            ):
+                run_id = str(args[0])
+                self.told.add(run_id)
+                self.log.error(
+                    "run %s is blocked by a deploy: %s; %s",
+                    run_id,
+                    core_message(str(args[1])),
+                    WHAT_TO_DO,
+                    extra={"workflow_run_id": run_id, "event": "run_blocked"},
+                )
+                if self.counter is not None:
+                    self.counter.add(1)
+            if record.levelno >= self.passed_level:
+                logging.getLogger(SDK_WORKFLOW_LOGGER).parent.handle(record)  # type: ignore[union-attr]
+        except Exception:  # a log line must never break the worker
+            self.handleError(record)
+
+
+def report_blocked_runs(log: logging.Logger, meter: MetricMeter | None = None) -> None:
+    """Take the SDK workflow logger's records (its evictions are at DEBUG) through a
+    BlockedRunReporter, which passes on the rest as the logger did."""
+    sdk = logging.getLogger(SDK_WORKFLOW_LOGGER)
+    sdk.addHandler(BlockedRunReporter(log, sdk.getEffectiveLevel(), meter))
+    sdk.setLevel(logging.DEBUG)
+    sdk.propagate = False
+
+
+def why_blocked(history: WorkflowHistory) -> str | None:
+    """The nondeterminism error the run's workflow task fails with since it last completed, if
+    it does (Temporal writes the first failure of a streak)."""
+    from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
+
+    nondeterministic = WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR
+    why = None
+    for event in history.events:
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            why = None
+        elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+            failed = event.workflow_task_failed_event_attributes
+            if failed.cause == nondeterministic:
+                why = failed.failure.message
+    return why
+
+
+@dataclass(frozen=True)
+class BlockedRun:
+    workflow_id: str
+    run_id: str
+    why: str  # the failure, or what Temporal reported when the history shows none
+
+
+async def blocked_runs(client: Client) -> AsyncIterator[BlockedRun]:
+    """Every Running run a deploy blocked: its workflow task failing (past its first attempt, or
+    reported by Temporal) with a nondeterminism error its history shows."""
+    async for run in client.list_workflows(RUNNING):
+        handle = client.get_workflow_handle(run.id, run_id=run.run_id)
+        reported = run.search_attributes.get("TemporalReportedProblems")
+        if not reported:
+            pending = (await handle.describe()).raw_description.pending_workflow_task
+            if pending.attempt < 2:
+                continue
+        why = why_blocked(await handle.fetch_history())
+        if why is not None:
+            yield BlockedRun(run.id, run.run_id, why)
