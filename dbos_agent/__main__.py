@@ -1,5 +1,7 @@
 """`python -m dbos_agent run --run-id R [--design keyed|none]`: run one grocery agent run on DBOS;
-`python -m dbos_agent serve`: run the runs enqueued on DBOS's `grocery` queue until SIGTERM.
+`python -m dbos_agent serve`: run the runs enqueued on DBOS's `grocery` queue until SIGTERM;
+`python -m dbos_agent pending`: the runs left pending by another version than the latest one
+deployed, which no process of the latest recovers, with what to do (exit 1 if any).
 
 The process launches DBOS on the application's own Postgres (`DATABASE_URL`; DBOS's tables in
 the schema `dbos`), which first recovers the workflows this executor left pending — what a DBOS
@@ -119,6 +121,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     serve = sub.add_parser("serve", help="run the enqueued runs (and recover this executor's)")
     serve.add_argument("--executor-id", type=_run_id, help=executor)
     serve.add_argument("--schema", default=SCHEMA, help=f"DBOS's tables' schema ({SCHEMA})")
+    pending = sub.add_parser("pending", help="list the runs another version left pending")
+    pending.add_argument("--schema", default=SCHEMA, help=f"DBOS's tables' schema ({SCHEMA})")
     setup = sub.add_parser("setup", help="make DBOS's tables, then exit")
     setup.add_argument("--schema", default=SCHEMA, help=f"DBOS's tables' schema ({SCHEMA})")
     return parser.parse_args(argv)
@@ -269,6 +273,8 @@ async def main(args: argparse.Namespace) -> int:
     if args.command == "serve":
         return await serve(args)
     url = ensure_database_url()
+    if args.command == "pending":
+        return await list_left_pending(url, args.schema)
     if args.command == "setup":
         async with await connect_postgres(url) as conn:
             await ensure_schema(conn)
@@ -301,6 +307,47 @@ async def main(args: argparse.Namespace) -> int:
             await pool.close()
     print(f"run {args.run_id}: {state.counts_text()}")
     return 0
+
+
+# Runs pending (or enqueued) under another application version than the latest one a process
+# registered: DBOS's recovery and queues take a workflow only on a process of its own version.
+_LEFT_PENDING = """
+select w.workflow_uuid, w.application_version, w.executor_id from {schema}.workflow_status w
+ where w.status in ('PENDING', 'ENQUEUED')
+   and w.application_version is distinct from (
+       select v.version_name from {schema}.application_versions v
+        order by v.version_timestamp desc limit 1)
+ order by w.created_at
+"""
+
+
+async def list_left_pending(url: str, schema: str) -> int:
+    """Print each run another version left pending, and what to do; 1 if there is any."""
+    async with await connect_postgres(url) as conn:
+        latest = await (
+            await conn.execute(
+                sql.SQL(
+                    "select version_name from {schema}.application_versions "
+                    "order by version_timestamp desc limit 1"
+                ).format(schema=sql.Identifier(schema))
+            )
+        ).fetchone()
+        rows = await (
+            await conn.execute(sql.SQL(_LEFT_PENDING).format(schema=sql.Identifier(schema)))
+        ).fetchall()
+    for run_id, version, executor in rows:
+        print(f"{run_id}: pending on version {version} (executor {executor})")
+    if not rows:
+        print(f"no run left pending by another version (latest: {latest[0] if latest else None})")
+        return 0
+    print(
+        f"{len(rows)} run(s) left pending by another version than the latest "
+        f"({latest[0] if latest else None}): no process of the latest recovers them. Keep a "
+        "process of their version running until they end (DBOS__APPVERSION=<their version> "
+        "python -m dbos_agent serve), or roll back; forking them onto the new version gives "
+        "them new workflow ids, and so new keys: their steps' effects would happen again"
+    )
+    return 1
 
 
 async def run_to_its_end(run_id: str, request: DBOSRequest) -> Summary:

@@ -309,3 +309,32 @@ def test_stuck_watch_settings_are_checked_and_spare_a_slow_step(
     assert wait_ended(fresh_db_url, [run_id]) == {run_id: "SUCCESS"}, serve.log()[-2000:]
     assert serve.proc.poll() is None and "stuck" not in serve.log()
     assert paid_calls(fresh_db_url, run_id) == NO_CRASH_CALLS
+
+
+def test_runs_another_version_left_pending_are_listed_with_what_to_do(
+    fresh_db_url: str,
+) -> None:
+    """DBOS recovers a workflow only on a process of its own application version: a run killed
+    on one version stays PENDING when a process of the next one starts (it says "No workflows
+    to recover", and runs its own). `python -m dbos_agent pending` lists it, with what to do."""
+    setup_dbos(fresh_db_url)
+    left, fresh = new_run_id("left-pending"), new_run_id("next-version")
+    killed = run_python(
+        ["-m", "crashlab.dbos_crash", "run", "--run-id", left],
+        child_env(fresh_db_url, CRASH_AT="after-effect:4", DBOS__APPVERSION="v-old"),
+        timeout=RUN_TIMEOUT_S,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    done = run_python(
+        ["-m", "dbos_agent", "run", "--run-id", fresh],
+        child_env(fresh_db_url, DBOS__APPVERSION="v-new"),
+        timeout=RUN_TIMEOUT_S,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    listed = run_python(["-m", "dbos_agent", "pending"], child_env(fresh_db_url))
+    assert listed.returncode == 1, listed.stdout + listed.stderr
+    lines = listed.stdout.strip().splitlines()
+    assert lines[0].startswith(f"{left}: pending on version v-old (executor "), lines
+    assert lines[1].startswith("1 run(s) left pending by another version than the latest (v-new)")
+    assert "DBOS__APPVERSION=<their version> python -m dbos_agent serve" in lines[1]
+    assert fresh not in listed.stdout  # completed on the latest version
