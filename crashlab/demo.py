@@ -130,7 +130,8 @@ class Demo:
         say(
             3,
             f"worker A started (pid {doomed.pid}); it will SIGKILL itself just after placing "
-            f"the order, before Temporal hears the activity finished (--crash-at {WORKER_CRASH_AT})",
+            "the order, before Temporal hears the activity finished "
+            f"(--crash-at {WORKER_CRASH_AT})",
         )
         starter = await procs.start(
             "starter",
