@@ -309,43 +309,38 @@ async def main(args: argparse.Namespace) -> int:
     return 0
 
 
+_LATEST_VERSION = """
+select version_name from {schema}.application_versions order by version_timestamp desc limit 1
+"""
 # Runs pending (or enqueued) under another application version than the latest one a process
 # registered: DBOS's recovery and queues take a workflow only on a process of its own version.
 _LEFT_PENDING = """
-select w.workflow_uuid, w.application_version, w.executor_id from {schema}.workflow_status w
- where w.status in ('PENDING', 'ENQUEUED')
-   and w.application_version is distinct from (
-       select v.version_name from {schema}.application_versions v
-        order by v.version_timestamp desc limit 1)
- order by w.created_at
+select workflow_uuid, application_version, executor_id from {schema}.workflow_status
+ where status in ('PENDING', 'ENQUEUED') and application_version is distinct from %(latest)s
+ order by created_at
 """
 
 
 async def list_left_pending(url: str, schema: str) -> int:
     """Print each run another version left pending, and what to do; 1 if there is any."""
+    where = sql.Identifier(schema)
     async with await connect_postgres(url) as conn:
-        latest = await (
-            await conn.execute(
-                sql.SQL(
-                    "select version_name from {schema}.application_versions "
-                    "order by version_timestamp desc limit 1"
-                ).format(schema=sql.Identifier(schema))
-            )
-        ).fetchone()
+        found = await (await conn.execute(sql.SQL(_LATEST_VERSION).format(schema=where))).fetchone()
+        latest = found[0] if found else None
         rows = await (
-            await conn.execute(sql.SQL(_LEFT_PENDING).format(schema=sql.Identifier(schema)))
+            await conn.execute(sql.SQL(_LEFT_PENDING).format(schema=where), {"latest": latest})
         ).fetchall()
     for run_id, version, executor in rows:
         print(f"{run_id}: pending on version {version} (executor {executor})")
     if not rows:
-        print(f"no run left pending by another version (latest: {latest[0] if latest else None})")
+        print(f"no run left pending by another version (latest: {latest})")
         return 0
     print(
-        f"{len(rows)} run(s) left pending by another version than the latest "
-        f"({latest[0] if latest else None}): no process of the latest recovers them. Keep a "
-        "process of their version running until they end (DBOS__APPVERSION=<their version> "
-        "python -m dbos_agent serve), or roll back; forking them onto the new version gives "
-        "them new workflow ids, and so new keys: their steps' effects would happen again"
+        f"{len(rows)} run(s) left pending by another version than the latest ({latest}): no "
+        "process of the latest recovers them. Keep a process of their version running until "
+        "they end (DBOS__APPVERSION=<their version> python -m dbos_agent serve), or roll back; "
+        "forking them onto the new version gives them new workflow ids, and so new keys: their "
+        "steps' effects would happen again"
     )
     return 1
 
