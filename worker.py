@@ -127,11 +127,12 @@ async def main(interceptors: Sequence[Interceptor] = ()) -> int:
         if metrics_port is not None:
             runtime = metrics_runtime(metrics_port)
             count_effects(runtime.metric_meter)  # ours beside the SDK's: effects created, refused
-        # A run a deploy blocked: one ERROR line and a count (grocery_blocked_runs).
-        report_blocked_runs(log, runtime.metric_meter if runtime is not None else None)
         pool = await open_app_pool()
         try:
             client = await connect_temporal(runtime=runtime, interceptors=interceptors)
+            # A run a deploy blocked: one ERROR line and a count (grocery_blocked_runs).
+            meter = runtime.metric_meter if runtime is not None else None
+            report_blocked_runs(log, meter, client)
             health = asyncio.create_task(watch(dependencies(pool, client), log))
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()

@@ -5,8 +5,9 @@ removed or reordered without `workflow.patched`) does not fail the run: its work
 with a nondeterminism error and is retried at growing intervals, the run stays Running, and the
 SDK says so in one WARN line of its core. Here:
 
-- `report_blocked_runs`: the worker logs one ERROR line per blocked run (the run, the error,
-  which names the step, and what to do) and counts it (`grocery_blocked_runs`);
+- `report_blocked_runs`: the worker logs one ERROR line per blocked run (its workflow id, looked
+  up by the run id the SDK gives, the run, the error, which names the step, and what to do) and
+  counts it (`grocery_blocked_runs`);
 - `why_blocked`: what a run's history says, for `starter.py` waiting on a run;
 - `blocked_runs`: every Running run whose workflow task keeps failing with a nondeterminism
   error (`python -m infra blocked`): each Running run whose pending workflow task is past its
@@ -16,6 +17,7 @@ SDK says so in one WARN line of its core. Here:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import AsyncIterator
@@ -34,6 +36,7 @@ WHAT_TO_DO = (
     "that started it, or ship the change behind workflow.patched (docs/deploys.md)"
 )
 RUNNING = "ExecutionStatus = 'Running'"
+LOOKUP_TIMEOUT_S = 5.0  # for the blocked run's workflow id, before the line goes without it
 _INNER = re.compile(r'message: "((?:[^"\\]|\\.)*)"')
 
 
@@ -48,11 +51,19 @@ class BlockedRunReporter(logging.Handler):
     nondeterminism error on this worker; what the SDK's logger passed on before (records at
     `passed_level` or above) still reaches its ancestors' handlers."""
 
-    def __init__(self, log: logging.Logger, passed_level: int, meter: MetricMeter | None) -> None:
+    def __init__(
+        self,
+        log: logging.Logger,
+        passed_level: int,
+        meter: MetricMeter | None,
+        client: Client | None = None,
+    ) -> None:
         super().__init__(level=logging.DEBUG)
         self.log = log
         self.passed_level = passed_level
+        self.client = client  # to look up a blocked run's workflow id (the SDK gives its run id)
         self.told: set[str] = set()
+        self.saying: set[asyncio.Task[None]] = set()
         self.counter = (
             meter.create_counter(
                 "grocery_blocked_runs", "runs whose code no longer replays on this worker"
@@ -74,26 +85,52 @@ class BlockedRunReporter(logging.Handler):
             ):
                 run_id = str(args[0])
                 self.told.add(run_id)
-                self.log.error(
-                    "run %s is blocked by a deploy: %s; %s",
-                    run_id,
-                    core_message(str(args[1])),
-                    WHAT_TO_DO,
-                    extra={"workflow_run_id": run_id, "event": "run_blocked"},
-                )
                 if self.counter is not None:
                     self.counter.add(1)
+                self._say(run_id, core_message(str(args[1])))
             if record.levelno >= self.passed_level:
                 logging.getLogger(SDK_WORKFLOW_LOGGER).parent.handle(record)  # type: ignore[union-attr]
         except Exception:  # a log line must never break the worker
             self.handleError(record)
 
+    def _say(self, run_id: str, why: str) -> None:
+        """The ERROR line: with the run's workflow id once looked up, on the worker's loop."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is None or self.client is None:
+            self._line(None, run_id, why)
+            return
+        task = loop.create_task(self._look_up_and_say(self.client, run_id, why))
+        self.saying.add(task)
+        task.add_done_callback(self.saying.discard)
 
-def report_blocked_runs(log: logging.Logger, meter: MetricMeter | None = None) -> None:
+    async def _look_up_and_say(self, client: Client, run_id: str, why: str) -> None:
+        workflow_id = None
+        try:
+            async with asyncio.timeout(LOOKUP_TIMEOUT_S):
+                async for run in client.list_workflows(f"RunId = '{run_id}'", limit=1):
+                    workflow_id = run.id
+        except Exception:  # the line goes out without it
+            pass
+        self._line(workflow_id, run_id, why)
+
+    def _line(self, workflow_id: str | None, run_id: str, why: str) -> None:
+        named = f"{workflow_id} (run {run_id})" if workflow_id else f"run {run_id}"
+        extra = {"workflow_run_id": run_id, "event": "run_blocked"}
+        if workflow_id:
+            extra["workflow_id"] = workflow_id
+        self.log.error("%s is blocked by a deploy: %s; %s", named, why, WHAT_TO_DO, extra=extra)
+
+
+def report_blocked_runs(
+    log: logging.Logger, meter: MetricMeter | None = None, client: Client | None = None
+) -> None:
     """Take the SDK workflow logger's records (its evictions are at DEBUG) through a
     BlockedRunReporter, which passes on the rest as the logger did."""
     sdk = logging.getLogger(SDK_WORKFLOW_LOGGER)
-    sdk.addHandler(BlockedRunReporter(log, sdk.getEffectiveLevel(), meter))
+    sdk.addHandler(BlockedRunReporter(log, sdk.getEffectiveLevel(), meter, client))
     sdk.setLevel(logging.DEBUG)
     sdk.propagate = False
 

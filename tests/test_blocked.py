@@ -88,6 +88,7 @@ async def test_a_blocked_run_is_said_counted_and_listed(
         [line] = [line for line in new.log().splitlines() if BLOCKED in line]
         print(f"the worker: {line}")
         assert "roll back to the version that started it, or ship the change" in line, line
+        assert f"{workflow_id} (run " in line, line  # the business id, looked up
         metrics = scrape(port)
         assert re.search(r"^grocery_blocked_runs(\{[^}]*\})? 1$", metrics, re.M), metrics
 
