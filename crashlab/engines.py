@@ -168,7 +168,7 @@ ENGINES = {
         Engine(
             name="dbos",
             letter="D",
-            says="DBOS (keys from the workflow id and step id, or none)",
+            says="DBOS (keys from the workflow id and step number, or none)",
             designs=DBOS_DESIGNS,
             default_design="keyed",
             parse_design=_design_parser(KeyDesign.parse),

@@ -35,6 +35,7 @@ from agent.data import HOUSEHOLD_PATTERN, Summary
 from agent.grocer import configured_grocer
 from agent.llm import model_from_env
 from agent.outcome import read_run_state
+from agent.releases import Release
 from dbos_agent.agent import (
     QUEUE_CONCURRENCY,
     QUEUE_NAME,
@@ -121,6 +122,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     serve = sub.add_parser("serve", help="run the enqueued runs (and recover this executor's)")
     serve.add_argument("--executor-id", type=_run_id, help=executor)
     serve.add_argument("--schema", default=SCHEMA, help=f"DBOS's tables' schema ({SCHEMA})")
+    for command in (run, serve):
+        command.add_argument(
+            "--release",
+            default=Release.TODAY.value,
+            help=f"the agent's code: {' | '.join(Release)} (the deploy matrix's)",
+        )
     pending = sub.add_parser("pending", help="list the runs another version left pending")
     pending.add_argument("--schema", default=SCHEMA, help=f"DBOS's tables' schema ({SCHEMA})")
     setup = sub.add_parser("setup", help="make DBOS's tables, then exit")
@@ -217,6 +224,7 @@ def quiet_dbos_tracebacks(drop_run_failures: bool) -> None:
 async def serve(args: argparse.Namespace) -> int:
     """Launch DBOS (recovering this executor's pending runs) and take runs from the queue
     until SIGTERM or SIGINT, or until one of its runs is stuck (exit 1: restart it)."""
+    release = Release.parse(args.release)
     model = model_from_env()
     url = ensure_database_url()
     after_s = stuck_after_s()
@@ -230,7 +238,7 @@ async def serve(args: argparse.Namespace) -> int:
         held = None
         try:
             held = await hold_executor(url, args.schema, args.executor_id)
-            deps = Dependencies(pool=pool, model=model, grocer=grocer)
+            deps = Dependencies(pool=pool, model=model, grocer=grocer, release=release)
             use(deps)
             launch(url, held, args.schema, one_run=False)
             try:
@@ -283,6 +291,7 @@ async def main(args: argparse.Namespace) -> int:
         DBOS.destroy()
         return 0
     design = KeyDesign.parse(args.design)  # every setting checked before anything is touched
+    release = Release.parse(args.release)
     model = model_from_env()
     async with configured_grocer() as grocer:
         async with await connect_postgres(url) as conn:
@@ -291,7 +300,7 @@ async def main(args: argparse.Namespace) -> int:
         held = None
         try:
             held = await hold_executor(url, args.schema, args.executor_id)
-            use(Dependencies(pool=pool, model=model, grocer=grocer))
+            use(Dependencies(pool=pool, model=model, grocer=grocer, release=release))
             launch(url, held, args.schema, one_run=True)  # recovers this executor's pending runs
             try:
                 request = DBOSRequest(household=args.household, design=design)

@@ -1,12 +1,23 @@
-"""The grocery agent as a DBOS workflow: six steps, each a DBOS step calling the same step
+"""The grocery agent as a DBOS workflow: its steps, each a DBOS step calling the same step
 function the Temporal activities and the journal call (`agent.steps`).
 
 DBOS checkpoints each step's output in Postgres (its system tables, in the `dbos` schema of the
 application's own database) when the step returns; a process that starts (`DBOS.launch()`)
 recovers the workflows left pending and runs them on from their last recorded step. A step
 killed after its effect and before DBOS recorded its output runs again, so every effect takes
-the key `f"{workflow_id}:{step_id}"` from DBOS's own identity of the step (the `keyed` design;
-`none` takes no key, for comparison). The workflow id is the business id, as for Temporal.
+the key `f"{workflow_id}:{number}"`, the step's own number (`agent.steps`; the `keyed` design).
+DBOS's step id is a position (the steps and patch markers counted in the order they run): the
+six steps' numbers are the step ids the release before gave them, but a step inserted before the
+order gives the order another one — so a key from the step id (`position`, for comparison; `none`
+takes no key) moves when a run killed after the order's effect resumes on the new release. The
+workflow id is the business id, as for Temporal.
+
+Today's release checks the price before the order, behind `DBOS.patch_async(PRICE_CHECK)`: a run
+the release before recorded past `choose` keeps its path; a run that had recorded no step there
+takes the check. The process's release is `use(...)`'s (`--release`: the deploy matrix runs the
+release before and the check with no patch, too). DBOS recovers a run only in a process of the
+application version that started it: the matrix runs both releases under one version, as
+`DBOS__APPVERSION` pins it (docs/deploys.md).
 
 A step that fails is retried in its process on the schedule Temporal's activities use
 (`agent.retries`: a model that did not answer, a grocer answering 503, a Postgres restarting),
@@ -31,10 +42,29 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
 from agent import steps
-from agent.data import Choice, EmailSent, OrderPlaced, PantryReport, Plan, Summary
+from agent.data import (
+    Choice,
+    EmailSent,
+    OrderPlaced,
+    PantryReport,
+    Plan,
+    PriceQuote,
+    Summary,
+)
 from agent.grocer import Grocer
 from agent.llm import Model, UnrecordedAnswers
+from agent.releases import PRICE_CHECK, Release
 from agent.retries import NOT_RETRIED, STEP_RETRIES
+from agent.steps import (
+    CHECK_PANTRY,
+    CHECK_PRICES,
+    CHOOSE,
+    PLACE_ORDER,
+    PLAN,
+    SEND_CONFIRMATION,
+    SUMMARISE,
+    Step,
+)
 from infra.config import parse_choice
 from infra.errors import first_line
 
@@ -47,8 +77,11 @@ QUEUE_CONCURRENCY = 10
 
 
 class KeyDesign(StrEnum):
-    KEYED = "keyed"  # f"{workflow_id}:{step_id}": a repeated step finds its first effect
+    KEYED = "keyed"  # f"{workflow_id}:{number}": a repeated step finds its first effect
     NONE = "none"  # no key: a step run again after a kill repeats its effect
+    # f"{workflow_id}:{step_id}", DBOS's position of the step: moves when a release inserts a
+    # step before it (the deploy matrix's weak design)
+    POSITION = "position"
 
     @classmethod
     def parse(cls, text: str) -> KeyDesign:
@@ -70,6 +103,7 @@ class Dependencies:
     pool: AsyncConnectionPool
     model: Model
     grocer: Grocer | None
+    release: Release = Release.TODAY
     unrecorded: UnrecordedAnswers = field(default_factory=UnrecordedAnswers)
     running: Counter[str] = field(default_factory=Counter)  # workflow id -> steps running now
 
@@ -89,7 +123,16 @@ def _deps() -> Dependencies:
     return _Process.dependencies
 
 
+def _key(design: KeyDesign, workflow_id: str, number: int) -> str | None:
+    if design is KeyDesign.KEYED:
+        return f"{workflow_id}:{number}"
+    if design is KeyDesign.POSITION:
+        return f"{workflow_id}:{DBOS.step_id}"
+    return None
+
+
 async def _step(
+    spec: Step[T],
     design: KeyDesign,
     work: Callable[[psycopg.AsyncConnection, Dependencies, str, str | None], Awaitable[T]],
 ) -> T:
@@ -98,7 +141,7 @@ async def _step(
     workflow_id, step_id = DBOS.workflow_id, DBOS.step_id
     if workflow_id is None:
         raise RuntimeError("the grocery steps run inside the DBOS grocery workflow only")
-    key = f"{workflow_id}:{step_id}" if design is KeyDesign.KEYED else None
+    key = _key(design, workflow_id, spec.number)
     deps = _deps()
     deps.running[workflow_id] += 1
     try:
@@ -136,27 +179,32 @@ async def _step(
 @DBOS.step(name="plan")
 async def plan(request: DBOSRequest) -> Plan:
     return await _step(
-        request.design, lambda c, d, run, key: steps.plan(c, d.model, run, request.household, key)
+        PLAN,
+        request.design,
+        lambda c, d, run, key: steps.plan(c, d.model, run, request.household, key),
     )
 
 
 @DBOS.step(name="check_pantry")
 async def check_pantry(request: DBOSRequest, plan: Plan) -> PantryReport:
     return await _step(
-        request.design, lambda c, d, run, key: steps.check_pantry(request.household, plan)
+        CHECK_PANTRY,
+        request.design,
+        lambda c, d, run, key: steps.check_pantry(request.household, plan),
     )
 
 
 @DBOS.step(name="choose")
 async def choose(request: DBOSRequest, pantry: PantryReport) -> Choice:
     return await _step(
-        request.design, lambda c, d, run, key: steps.choose(c, d.model, run, pantry, key)
+        CHOOSE, request.design, lambda c, d, run, key: steps.choose(c, d.model, run, pantry, key)
     )
 
 
 @DBOS.step(name="place_order")
 async def place_order(request: DBOSRequest, choice: Choice) -> OrderPlaced:
     return await _step(
+        PLACE_ORDER,
         request.design,
         lambda c, d, run, key: steps.place_order(c, run, choice.lines, key, d.grocer),
     )
@@ -165,6 +213,7 @@ async def place_order(request: DBOSRequest, choice: Choice) -> OrderPlaced:
 @DBOS.step(name="send_confirmation")
 async def send_confirmation(request: DBOSRequest, order: OrderPlaced) -> EmailSent:
     return await _step(
+        SEND_CONFIRMATION,
         request.design,
         lambda c, d, run, key: steps.send_confirmation(c, run, request.household, order, key),
     )
@@ -173,8 +222,26 @@ async def send_confirmation(request: DBOSRequest, order: OrderPlaced) -> EmailSe
 @DBOS.step(name="summarise")
 async def summarise(request: DBOSRequest, order: OrderPlaced, email: EmailSent) -> Summary:
     return await _step(
-        request.design, lambda c, d, run, key: steps.summarise(c, d.model, run, order, email, key)
+        SUMMARISE,
+        request.design,
+        lambda c, d, run, key: steps.summarise(c, d.model, run, order, email, key),
     )
+
+
+@DBOS.step(name="check_prices")
+async def check_prices(request: DBOSRequest, choice: Choice) -> PriceQuote:
+    return await _step(
+        CHECK_PRICES, request.design, lambda c, d, run, key: steps.check_prices(choice)
+    )
+
+
+async def _checks_prices() -> bool:
+    """Whether this run takes the price check: today's release asks DBOS's patch (a run that
+    recorded a step where the marker would go keeps its path); unversioned, always."""
+    release = _deps().release
+    if release is Release.TODAY:
+        return await DBOS.patch_async(PRICE_CHECK)
+    return release is Release.UNVERSIONED
 
 
 WORKFLOW_NAME = "GroceryAgentDBOS"
@@ -182,11 +249,13 @@ WORKFLOW_NAME = "GroceryAgentDBOS"
 
 @DBOS.workflow(name=WORKFLOW_NAME)
 async def grocery_agent(request: DBOSRequest) -> Summary:
-    """The six steps, one statement each."""
+    """The steps, one statement each."""
     log.info("run %s: opened (%s)", DBOS.workflow_id, request.design)
     plan_ = await plan(request)
     pantry = await check_pantry(request, plan_)
     choice = await choose(request, pantry)
+    if await _checks_prices():
+        await check_prices(request, choice)
     order = await place_order(request, choice)
     email = await send_confirmation(request, order)
     summary = await summarise(request, order, email)

@@ -17,6 +17,7 @@ from psycopg_pool import PoolTimeout
 from agent.grocer import configured_grocer
 from agent.llm import model_from_env
 from agent.outcome import read_run_state
+from agent.releases import Release
 from agent.steps import STEP_NAMES
 from infra.cli import run_main
 from infra.config import step_pause_seconds
@@ -37,6 +38,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     run.add_argument("--run-id", required=True)
     run.add_argument("--design", default="durable", help=" | ".join(d.value for d in Design))
     run.add_argument("--household", default=DEFAULT_HOUSEHOLD)
+    run.add_argument(
+        "--release",
+        default=Release.TODAY.value,
+        help=f"the agent's code to run it with: {' | '.join(Release)} (the deploy matrix's)",
+    )
     resume = sub.add_parser("resume", help="resume every unfinished run")
     resume.add_argument("--concurrency", type=int, default=10, help="runs at once (10)")
     resume.add_argument(
@@ -91,6 +97,7 @@ async def main(args: argparse.Namespace) -> int:
         return await resume(args)
     if args.command == "run":  # every setting checked before anything is touched
         design = Design.parse(args.design)
+        release = Release.parse(args.release)
         crash_at = crash_point_from_env(STEP_NAMES)
         model = model_from_env()
         pause = step_pause_seconds()
@@ -98,7 +105,7 @@ async def main(args: argparse.Namespace) -> int:
         await ensure_schema(conn)
         if args.command == "run":
             summary = await run_to_completion(
-                conn, model, args.run_id, design, args.household, crash_at, pause, grocer
+                conn, model, args.run_id, design, args.household, crash_at, pause, grocer, release
             )
             print(f"run {args.run_id} ({design}) completed: {summary.text}")
         state = await read_run_state(conn, args.run_id, grocer)

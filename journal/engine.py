@@ -12,6 +12,12 @@ Four designs, from weakest to strongest:
 - transactional  a step whose effect lives in our own database commits the effect and its
                  checkpoint in one transaction: there is no window between them at all.
                  (Model calls are external, so they still take a key, as in durable.)
+- positional     durable, but each step numbered by its place in the run, as the seed's step()
+                 counts them: a release that inserts a step moves every later number, and so
+                 every later key and saved row (the deploy matrix's weak design; never use it).
+
+Every other design numbers a step by its own number (`agent.steps`), which names it for good:
+a step inserted by a later release has a new number and moves no key.
 
 One process runs a run at a time (a lock in Postgres, dropped if the process dies). A `pause`
 (STEP_PAUSE_MS) sleeps before each step's work and again inside the crash window, to widen the
@@ -47,6 +53,7 @@ class Design(StrEnum):
     CHECKPOINT = "checkpoint"
     DURABLE = "durable"
     TRANSACTIONAL = "transactional"
+    POSITIONAL = "positional"
 
     @classmethod
     def parse(cls, text: str) -> Design:
@@ -138,6 +145,7 @@ class Journal:
         self.saved = saved  # step number -> (name, output as JSON): replayed from memory
         self.crash_at = crash_at
         self.pause = pause
+        self.position = 0  # steps asked for so far (the positional design's numbers)
 
     @classmethod
     async def open(
@@ -175,7 +183,9 @@ class Journal:
 
     async def step(self, spec: Step[T], fn: Callable[[StepContext], Awaitable[T]]) -> T:
         """Run a step once; a step already in the journal is replayed from memory."""
-        n, name = spec.number, spec.name
+        name = spec.name
+        self.position += 1
+        n = self.position if self.design is Design.POSITIONAL else spec.number
         if n in self.saved:  # replay: no I/O at all
             saved_name, output = self.saved[n]
             if saved_name != name:
@@ -188,26 +198,31 @@ class Journal:
         await self._pause()
         if self.design is Design.NAIVE:
             result = await fn(StepContext(self.conn, None))
-            self._crash_if(StepMoment.AFTER_EFFECT, n)
-            self._crash_if(StepMoment.AFTER_CHECKPOINT, n)  # nothing is saved in between
+            self._crash_if(StepMoment.AFTER_EFFECT, spec.number)
+            self._crash_if(StepMoment.AFTER_CHECKPOINT, spec.number)  # nothing saved between
             return result
 
         if spec.effect is Effect.DATABASE and self.design is Design.TRANSACTIONAL:
             async with self.conn.transaction():
                 result = await fn(StepContext(self.conn, None))
                 # A crash here aborts the transaction: the effect vanishes with its checkpoint.
-                self._crash_if(StepMoment.AFTER_EFFECT, n)
+                self._crash_if(StepMoment.AFTER_EFFECT, spec.number)
                 await self._save(n, name, result)
         else:
-            keyed = self.design in (Design.DURABLE, Design.TRANSACTIONAL)
+            keyed = self.design is not Design.CHECKPOINT
             result = await fn(StepContext(self.conn, f"{self.run_id}:{n}" if keyed else None))
             # THE CRASH WINDOW: the effect is committed and its checkpoint is not. A resumed run
             # runs this step again; only the idempotency key keeps it from doing the effect twice.
-            self._crash_if(StepMoment.AFTER_EFFECT, n)
+            self._crash_if(StepMoment.AFTER_EFFECT, spec.number)
             await self._pause()
             await self._save(n, name, result)
-        self._crash_if(StepMoment.AFTER_CHECKPOINT, n)
+        self._crash_if(StepMoment.AFTER_CHECKPOINT, spec.number)
         return result
+
+    def saved_step(self, spec: Step[Any]) -> bool:
+        """Whether this run has saved `spec` (a new release asks, to keep a run that an older one
+        took past a step inserted before it on its old path: the journal's patch)."""
+        return any(name == spec.name for name, _ in self.saved.values())
 
     async def _pause(self) -> None:
         if self.pause is not None:

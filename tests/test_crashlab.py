@@ -102,7 +102,7 @@ def test_matrix_subset_end_to_end(db_url: str, temporal_address: str, tmp_path: 
         ("temporal", "run", "reset"): (4, 2, 2),  # a reset gives a new run id: a new key
         ("temporal", "workflow", "reset"): (3, 1, 1),
         ("dbos", "none", "after-effect:4"): (3, 2, 1),  # DBOS runs the killed step again
-        ("dbos", "keyed", "after-effect:4"): (3, 1, 1),  # keyed by workflow id and step id
+        ("dbos", "keyed", "after-effect:4"): (3, 1, 1),  # keyed by workflow id and step number
     }
     matches = {k for k, c in got.items() if c["matches_no_crash"]}
     assert matches == {k for k, v in counts.items() if v == (3, 1, 1)}

@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
         PriceQuote,
         SummaryInput,
     )
+    from agent.releases import PRICE_CHECK
     from agent.retries import NOT_RETRIED, STEP_RETRIES
     from agent.steps import (
         CHECK_PANTRY,
@@ -40,7 +41,7 @@ with workflow.unsafe.imports_passed_through():
         Step,
     )
 
-PRICE_CHECK = "price-check"  # the patch that brought the price check
+
 # The steps in the order a run of this version takes them (a crash test's boundaries).
 RUN_ORDER = (PLAN, CHECK_PANTRY, CHOOSE, CHECK_PRICES, PLACE_ORDER, SEND_CONFIRMATION, SUMMARISE)
 ACTIVITY_NAMES = tuple(step.name for step in RUN_ORDER)

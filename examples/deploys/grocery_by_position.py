@@ -19,9 +19,8 @@ with workflow.unsafe.imports_passed_through():
         PantryInput,
         SummaryInput,
     )
+    from agent.releases import PRICE_CHECK
     from workflows.grocery import ACTIVITY_OPTIONS
-
-PRICE_CHECK = "price-check"
 
 
 @workflow.defn(name="GroceryAgentWorkflow", failure_exception_types=[ValidationError])
