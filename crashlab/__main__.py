@@ -1,5 +1,6 @@
-"""`python -m crashlab matrix|demo|chaos`: crash every design at every point, watch one crash, or
-run many at once through random kills and server restarts."""
+"""`python -m crashlab matrix|deploys|demo|chaos`: crash every design at every point, crash runs
+in flight across the agent's deploys, watch one crash, or run many at once through random kills
+and server restarts."""
 
 from __future__ import annotations
 
@@ -21,12 +22,16 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m crashlab", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     matrix = sub.add_parser("matrix", help="every design at every crash point")
-    matrix.add_argument("--engine", choices=[*ENGINES, ALL], default=ALL)
-    matrix.add_argument("--json", type=Path, help="write the cells as JSON here")
-    matrix.add_argument("--markdown", type=Path, help="write the table as Markdown here")
-    matrix.add_argument("--jobs", type=int, default=matrix_jobs(), help="cells run at once")
-    matrix.add_argument("--designs", help="only these designs, comma-separated")
+    deploys = sub.add_parser("deploys", help="runs in flight across the agent's deploys")
+    for command in (matrix, deploys):
+        command.add_argument("--engine", choices=[*ENGINES, ALL], default=ALL)
+        command.add_argument("--json", type=Path, help="write the cells as JSON here")
+        command.add_argument("--markdown", type=Path, help="write the table as Markdown here")
+        command.add_argument("--jobs", type=int, default=matrix_jobs(), help="cells run at once")
+        command.add_argument("--designs", help="only these designs, comma-separated")
     matrix.add_argument("--crash-points", help="only these crash points, comma-separated")
+    deploys.add_argument("--changes", help="only these changes: patched, unversioned, rollback")
+    deploys.add_argument("--moments", help="only these moments, comma-separated")
     sub.add_parser("demo", help="the narrated demo: kill a worker after the order, watch it heal")
     chaos = sub.add_parser("chaos", help="many runs through random kills and server restarts")
     chaos.add_argument("--engine", choices=list(ENGINES), default=CHAOS_DEFAULT)
@@ -43,7 +48,7 @@ def parse_args() -> argparse.Namespace:
     chaos.add_argument("--deadline-s", type=float, default=600, help="(600)")
     chaos.add_argument("--json", type=Path, help="write the report as JSON here")
     args = parser.parse_args()
-    if args.command == "matrix" and args.jobs < 1:
+    if args.command in ("matrix", "deploys") and args.jobs < 1:
         parser.error("--jobs must be at least 1")
     if args.command == "chaos":
         for name in ("runs", "workers"):
@@ -98,7 +103,35 @@ async def chaos(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+async def deploys(args: argparse.Namespace) -> int:
+    from crashlab.deploys import all_deploy_cells, run_deploy_matrix, select_deploy_cells
+
+    every = all_deploy_cells(None if args.engine == ALL else args.engine)
+    cells = select_deploy_cells(
+        every, split(args.designs), split(args.changes), split(args.moments)
+    )
+    print(f"deploy matrix: {len(cells)} cells, {args.jobs} at a time", file=sys.stderr)
+    report = await run_deploy_matrix(cells, jobs=args.jobs)
+    print(report.table())
+    for line in report.details():
+        print(f"  {line}")
+    print(f"{len(report.cells)} cells in {report.seconds} s; {len(report.unexpected)} unexpected")
+    if args.json:
+        args.json.write_text(report.model_dump_json(indent=1) + "\n")
+    if args.markdown:
+        args.markdown.write_text(report.table(markdown=True) + "\n")
+    for r in report.unexpected:
+        c = r.cell
+        print(
+            f"UNEXPECTED {c.engine}/{c.design} {c.change} {c.moment}: {r.verdict}, expected "
+            f"{c.expected} ({r.why or r.counts})"
+        )
+    return 1 if report.unexpected else 0
+
+
 async def main(args: argparse.Namespace) -> int:
+    if args.command == "deploys":
+        return await deploys(args)
     if args.command == "demo":
         from crashlab.demo import demo
 

@@ -85,19 +85,25 @@ def select_cells(
     cells: list[MatrixCell], designs: list[str] | None, crash_points: list[str] | None
 ) -> list[MatrixCell]:
     """Keep the cells of the named designs and crash points; an unknown name is an error."""
-    for wanted, known, what in (
+    refuse_unknown(
         (designs, {c.design for c in cells}, "design"),
         (crash_points, {c.crash_at for c in cells}, "crash point"),
-    ):
-        unknown = sorted(set(wanted or ()) - known)
-        if unknown:
-            raise ConfigError(
-                f"unknown {what} {', '.join(unknown)} for these engines; "
-                f"valid: {', '.join(sorted(known))}"
-            )
+    )
     return [
         c
         for c in cells
         if (designs is None or c.design in designs)
         and (crash_points is None or c.crash_at in crash_points)
     ]
+
+
+def refuse_unknown(*filters: tuple[list[str] | None, set[str], str]) -> None:
+    """Each filter's (wanted names, known names, what they name): a name not known is one
+    ConfigError that lists the valid ones."""
+    for wanted, known, what in filters:
+        unknown = sorted(set(wanted or ()) - known)
+        if unknown:
+            raise ConfigError(
+                f"unknown {what} {', '.join(unknown)} for these engines; "
+                f"valid: {', '.join(sorted(known))}"
+            )

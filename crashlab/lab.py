@@ -13,11 +13,13 @@ lab's own: a worker process and two runs of the same workflow id.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import signal
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -44,6 +46,11 @@ from crashlab.cells import (
 )
 from crashlab.engines import engine_named
 from crashlab.servers import LabGrocer
+from infra.config import PROJECT_ROOT, data_dir
+from infra.db import connect_postgres, ensure_database_url, ensure_schema, open_pool
+from infra.temporal_client import connect_temporal
+from infra.temporal_server import ensure_temporal_address
+from journal.crash_points import without_crash_at
 from workflows.grocery import GroceryAgentWorkflow
 
 HOUSEHOLD = "household-1"
@@ -56,6 +63,18 @@ DATA_CONVERTER = "temporalio.contrib.pydantic:pydantic_data_converter"
 
 class CellFailed(Exception):
     """The cell could not be run as designed (not: the design failed, which is a result)."""
+
+
+class ResumeFailed(CellFailed):
+    """The process that resumed the run ended in an error (a deploy's blocked run, for one)."""
+
+
+@dataclass(frozen=True)
+class Deploy:
+    """The releases a deploy cell's run is killed in and resumed in (`agent.releases`)."""
+
+    before: str
+    after: str
 
 
 def grocery_target(key_strategy: str, **env: str) -> Target:
@@ -132,7 +151,7 @@ def _crash_at(cell: MatrixCell) -> str:
     return cell.crash_at
 
 
-def _named(crashed: Cell) -> str:
+def named_point(crashed: Cell) -> str:
     """A crashtest cell's point by its activity's name (crashtest numbers it by position)."""
     return f"{crashed.crash_at.partition(':')[0]}:{crashed.activity}"
 
@@ -182,28 +201,39 @@ class Lab:
                 cell, await final_state(run_id), False, error, time.monotonic() - started
             )
 
-    async def _process_run(self, cell: MatrixCell, run_id: str) -> dict[str, Any]:
+    async def _process_run(
+        self, cell: MatrixCell, run_id: str, deploy: Deploy | None = None
+    ) -> dict[str, Any]:
+        """The cell's run: killed at its point, then resumed; with `deploy`, killed in a process
+        of one release and resumed in one of another (the deploy matrix). A resumed process
+        that fails is ResumeFailed, with its last line."""
         args = ["run", "--run-id", run_id, "--design", cell.design, "--household", HOUSEHOLD]
         make = engine_named(cell.engine).process_run
         if make is None:
             raise CellFailed(f"{cell.engine} runs its cells as crash tests, not as processes")
         run = make(args, run_id)
-        if cell.crash_at != "none":
-            code = await self.procs.run(
-                f"{run_id}-crash", run.crashing, PROCESS_TIMEOUT_S, CRASH_AT=cell.crash_at
-            )
-            if code != -signal.SIGKILL:
-                raise CellFailed(f"the crashing process exited with {code}, not by SIGKILL")
-        code = await self.procs.run(run_id, run.resuming, PROCESS_TIMEOUT_S)
-        if code != 0:
-            last = self.procs.last_line(run_id)
-            raise CellFailed(f"the resumed process exited with {code}: {last}")
-        async with self.pool.connection() as conn:
-            state = (await read_run_state(conn, run_id)).comparable()
+        crashing, resuming = run.crashing, run.resuming
+        if deploy is not None:
+            crashing = [*crashing, "--release", deploy.before]
+            resuming = [*resuming, "--release", deploy.after]
+        try:
+            if cell.crash_at != "none":
+                code = await self.procs.run(
+                    f"{run_id}-crash", crashing, PROCESS_TIMEOUT_S, CRASH_AT=cell.crash_at
+                )
+                if code != -signal.SIGKILL:
+                    raise CellFailed(f"the crashing process exited with {code}, not by SIGKILL")
+            code = await self.procs.run(run_id, resuming, PROCESS_TIMEOUT_S)
+            if code != 0:
+                last = self.procs.last_line(run_id)
+                raise ResumeFailed(f"the resumed process exited with {code}: {last}")
+            async with self.pool.connection() as conn:
+                return (await read_run_state(conn, run_id)).comparable()
+        finally:
             if run.schema is not None:
-                drop = sql.SQL("drop schema {} cascade").format(sql.Identifier(run.schema))
-                await conn.execute(drop)
-            return state
+                async with self.pool.connection() as conn:
+                    drop = "drop schema if exists {} cascade"
+                    await conn.execute(sql.SQL(drop).format(sql.Identifier(run.schema)))
 
     # --- Temporal ------------------------------------------------------------------------
 
@@ -240,7 +270,7 @@ class Lab:
         target = replace(grocery_target(design, **env), resume_after_s=resume_after_s)
 
         def cell_done(_done: int, _total: int, cell: Cell) -> None:
-            progress(self._cell_result(by_point[_named(cell)], cell))
+            progress(self._cell_result(by_point[named_point(cell)], cell))
 
         options = CrashTestOptions(
             points=list(by_point),
@@ -261,7 +291,7 @@ class Lab:
         labels = tuple(report.activities)
         if tuple(label for label in labels if label in STEP_NAMES) != STEP_NAMES:
             raise CellFailed(f"the workflow ran {labels}, not the agent's steps {STEP_NAMES}")
-        results = [self._cell_result(by_point[_named(c)], c) for c in report.cells]
+        results = [self._cell_result(by_point[named_point(c)], c) for c in report.cells]
         for none in (c for c in cells if c.crash_at == "none"):  # the reference is that row
             state = report.reference
             result = _result(none, state, counts(state) == ONE_RUN_COUNTS, None, report.seconds)
@@ -332,6 +362,30 @@ class Lab:
         result = _result(cell, twice, matches, error, time.monotonic() - started)
         progress(result)
         return [result]
+
+
+@contextlib.asynccontextmanager
+async def opened_lab(
+    name: str, *, jobs: int, on_temporal: bool, log_dir: Path | None = None
+) -> AsyncIterator[Lab]:
+    """A Lab on Postgres (its schema made) and, if `on_temporal`, on Temporal; its processes'
+    logs under `log_dir` (default .data/crashlab/NAME-<time>); every process killed after."""
+    db_url = ensure_database_url()
+    async with await connect_postgres(db_url) as conn:
+        await ensure_schema(conn)
+    env = dict(without_crash_at(os.environ), DATABASE_URL=db_url)
+    log_dir = log_dir or data_dir() / "crashlab" / f"{name}{time.strftime('%Y%m%d-%H%M%S')}"
+    procs = Processes(log_dir, env, cwd=PROJECT_ROOT)
+    pool = await open_pool(db_url, max_size=4)
+    try:
+        lab = Lab(procs=procs, pool=pool, log_dir=log_dir, db_url=db_url, jobs=max(2, jobs // 2))
+        if on_temporal:
+            lab.address = ensure_temporal_address()
+            lab.client = await connect_temporal(lab.address)
+        yield lab
+    finally:
+        procs.kill_all()
+        await pool.close()
 
 
 def grocer_env(grocer: LabGrocer, *, checked: bool) -> dict[str, str]:

@@ -127,3 +127,61 @@ def test_key_expiry_needs_the_effect_check(
         **{(row, "workflow"): (1, True) for row in rows},
         **{(row, "workflow-unchecked"): (2, False) for row in rows},
     }
+
+
+def test_the_deploy_matrix_expects_the_product_designs_to_survive_the_patched_deploy() -> None:
+    from crashlab.deploys import EXPECTED, Change, Verdict, all_deploy_cells
+
+    cells = all_deploy_cells()
+    assert len(cells) == 18 * 4 + 4 * 6  # the journal and DBOS at 4 moments, Temporal at 6
+    for (engine, design, change), verdicts in EXPECTED.items():
+        if design in ("durable", "keyed", "workflow") and change is Change.PATCHED:
+            assert set(verdicts) == {Verdict.OK}, (engine, design)
+        if design in ("positional", "position") and change is Change.PATCHED:
+            assert Verdict.DUP in verdicts, (engine, design)  # the harness must see it
+    with pytest.raises(ConfigError, match="unknown change sideways"):
+        from crashlab.deploys import select_deploy_cells
+
+        select_deploy_cells(cells, None, ["sideways"], None)
+
+
+def test_deploy_matrix_subset_end_to_end(
+    db_url: str, temporal_address: str, tmp_path: Path
+) -> None:
+    """Runs killed in a process of the release before and resumed in today's (the check behind
+    the engine's versioning) or in the check with none: keys by the step's number survive what
+    keys by position do not, and an unversioned step blocks a run past it, loudly."""
+    out = tmp_path / "d.json"
+    args = [
+        "-m", "crashlab", "deploys", "--engine", "all",
+        "--designs", "durable,positional,keyed,position",
+        "--changes", "patched,unversioned", "--moments", "after-effect:4,after-checkpoint:4",
+        "--json", str(out),
+    ]  # fmt: skip
+    done = run_python(args, child_env(db_url, TEMPORAL_ADDRESS=temporal_address), 300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "[ 18/18]" in done.stderr  # and Temporal's positional ids, patched: both ok
+    got = {
+        (c["cell"]["engine"], c["cell"]["design"], c["cell"]["change"], c["cell"]["moment"]): c
+        for c in json.loads(out.read_text())["cells"]
+    }
+    verdicts = {k: c["verdict"] for k, c in got.items()}
+    for engine, by_step, by_place in (
+        ("journal", "durable", "positional"),
+        ("dbos", "keyed", "position"),
+    ):
+        assert verdicts[engine, by_step, "patched", "after-effect:4"] == "ok"
+        assert verdicts[engine, by_step, "patched", "after-checkpoint:4"] == "ok"
+        # the order placed under key 4, then again under the key the check moved it to
+        dup = got[engine, by_place, "patched", "after-effect:4"]
+        assert (dup["verdict"], dup["orders"]) == ("dup", 2)
+        assert dup["keys"][:2] == ["order :4", "order :5" if engine == "journal" else "order :6"]
+        assert verdicts[engine, by_place, "unversioned", "after-checkpoint:4"] == "blocked"
+    assert verdicts["journal", "durable", "unversioned", "after-checkpoint:4"] == "ok"
+    assert verdicts["temporal", "position", "patched", "after-effect:4"] == "ok"
+    blocked = got["dbos", "keyed", "unversioned", "after-checkpoint:4"]
+    assert "DBOSUnexpectedStepError" in blocked["why"], blocked
+    assert (
+        "refusing to replay"
+        in got["journal", "positional", "unversioned", "after-checkpoint:4"]["why"]
+    )
