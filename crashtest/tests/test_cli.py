@@ -41,7 +41,9 @@ def test_fast_forwarded_and_real_timeouts_agree_and_threads_forbid_forking(
     which wait on what the fast report says production waits on. A module that starts a thread
     at import cannot be forked: every worker then starts afresh, with the same verdicts."""
     threaded = [a.replace("notes_app:", "threaded_app:") for a in NOTES]
-    runs = {"fast": NOTES, "real": [*NOTES, "--real-timeouts"], "threaded": threaded}
+    (tmp_path / "input.json").write_text(NOTES[NOTES.index("--input") + 1])
+    from_file = ["@input.json" if a == NOTES[NOTES.index("--input") + 1] else a for a in NOTES]
+    runs = {"fast": NOTES, "real": [*from_file, "--real-timeouts"], "threaded": threaded}
     procs = {}
     for name, args in runs.items():
         command = [sys.executable, "-m", "temporal_crashtest", "run", *args,
@@ -79,6 +81,7 @@ def test_bad_input_is_one_line(app_env: dict[str, str], tmp_path: Path) -> None:
     for change, message in [
         (["--points", "after-lunch:1"], "unknown crash point 'after-lunch:1'"),
         (["--input", "{milk"], "--input is not JSON"),
+        (["--input", "@nowhere.json"], "--input @nowhere.json: cannot read it"),
         (["--expect", "@nowhere.json"], "--expect @nowhere.json: cannot read it"),
         (["--drive", "notes_app:nothing"], "'notes_app' has no 'nothing'"),
         (["--expect", "new"], "expecting the new version's state is for a deploy test"),

@@ -95,7 +95,7 @@ def _what_to_test(add: Add) -> None:
     """The workflow, its worker, its input, and how its final state is seen and reached."""
     add("--worker", required=True, help="MODULE:FACTORY, (client, task_queue) -> Worker")
     add("--workflow", required=True, help="MODULE:CLASS (or the workflow type name)")
-    add("--input", required=True, help="the workflow's argument, as JSON")
+    add("--input", required=True, help="the workflow's argument, as JSON or @FILE holding JSON")
     add("--observe", required=True, help="MODULE:FUNC, (workflow_id) -> JSON")
     add(
         "--deploy-to",
@@ -185,12 +185,12 @@ def _what_to_write(add: Add) -> None:
     )
 
 
-def read_expect(text: str) -> Any:
-    """--expect: JSON, or @FILE holding JSON."""
-    what = "--expect"
+def read_json(text: str, flag: str) -> Any:
+    """--input, --expect: JSON, or @FILE holding JSON."""
+    what = flag
     if text.startswith("@"):
         path = Path(text[1:])
-        what = f"--expect {text}"
+        what = f"{flag} {text}"
         try:
             text = path.read_text()
         except OSError as err:
@@ -218,10 +218,7 @@ def progress(done: int, total: int, cell: Cell) -> None:
 
 def from_args(args: argparse.Namespace) -> tuple[Target, Observe, CrashTestOptions]:
     """The one call's arguments, every one checked before anything starts."""
-    try:
-        workflow_input: Any = json.loads(args.input)
-    except json.JSONDecodeError as err:
-        raise InputError(f"--input is not JSON: {err}") from None
+    workflow_input = read_json(args.input, "--input")
     for path, flag in outputs(args):
         check_output(path, flag)
     target = Target(
@@ -238,7 +235,7 @@ def from_args(args: argparse.Namespace) -> tuple[Target, Observe, CrashTestOptio
         points=[p.strip() for p in args.points.split(",") if p.strip()] if args.points else None,
         repeat=args.repeat,
         drive=load_callable(args.drive, "--drive") if args.drive else None,
-        expect=read_expect(args.expect) if args.expect not in (None, OLD, NEW) else NOTHING,
+        expect=NOTHING if args.expect in (None, OLD, NEW) else read_json(args.expect, "--expect"),
         expect_version=args.expect if args.expect in (OLD, NEW) else None,
         jobs=args.jobs,
         address=args.address,
