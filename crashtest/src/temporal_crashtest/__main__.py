@@ -67,6 +67,7 @@ from temporal_crashtest._points import GLOSSARY, Moment
 from temporal_crashtest._processes import ForkedServer, NotForked
 from temporal_crashtest._report import Cell, Report
 from temporal_crashtest._runner import DEFAULT_DEADLINE_S
+from temporal_crashtest._shards import merge_reports, parse_shard
 from temporal_crashtest._text import shown
 
 
@@ -85,6 +86,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     _how_to_crash(run.add_argument)
     _where_the_server_is(run.add_argument)
     _what_to_write(run.add_argument)
+    merge = sub.add_parser(
+        "merge", help="merge the JSON reports of a crash test's shards (--shard K/N) into one"
+    )
+    merge.add_argument("reports", nargs="+", type=Path, help="each shard's --json report")
+    merge.add_argument("--json", type=Path, help="write the merged report as JSON here")
+    merge.add_argument("--markdown", type=Path, help="write the merged table as Markdown here")
+    merge.add_argument("--junit-xml", type=Path, help="write the merged JUnit XML here")
     return parser.parse_args(argv)
 
 
@@ -142,6 +150,12 @@ def _how_to_crash(add: Add) -> None:
         "--real-timeouts",
         action="store_true",
         help="wait for the server's timeouts after every kill, as production does (slow)",
+    )
+    add(
+        "--shard",
+        metavar="K/N",
+        help="run shard K of N's share of the crash points (each point in exactly one shard; "
+        "each shard's report stands alone; `merge` joins their --json reports)",
     )
     add(
         "--exact",
@@ -247,6 +261,7 @@ def from_args(args: argparse.Namespace) -> tuple[Target, Observe, CrashTestOptio
         dev_server=args.dev_server,
         progress=progress,
         say=say,
+        shard=parse_shard(args.shard) if args.shard else None,
     )
     options.check()
     check_target(target)
@@ -329,6 +344,11 @@ async def main(
         if not stopped:
             raise
         return 128 + stopped[0]
+    return finish(args, report)
+
+
+def finish(args: argparse.Namespace, report: Report) -> int:
+    """Print the report (table, notes, summary), write the files asked for, and the exit code."""
     if report.cells:
         print(report.table())
     if report.notes():
@@ -347,6 +367,25 @@ async def main(
     return EXIT_ALL_MATCH if report.ok else EXIT_SOME_DIFFER
 
 
+def read_report(path: Path) -> Report:
+    """A crash test's --json report, or one InputError naming the file."""
+    try:
+        data = json.loads(path.read_bytes())
+        return Report.from_json(data)
+    except OSError as err:
+        raise InputError(f"{path}: cannot read it ({err.strerror})") from None
+    except (ValueError, TypeError, KeyError, AttributeError) as err:
+        raise InputError(f"{path} is not a crash test's --json report ({err})") from None
+
+
+def merge(args: argparse.Namespace) -> int:
+    """`merge`: the shards' reports as one, printed and written as `run` does."""
+    for path, flag in outputs(args):
+        check_output(path, flag)
+    report = merge_reports([(str(path), read_report(path)) for path in args.reports])
+    return finish(args, report)
+
+
 def cli() -> None:
     # As `python -m` does: the working directory's modules are importable (the installed
     # `temporal-crashtest` script's own folder is on sys.path instead).
@@ -354,6 +393,8 @@ def cli() -> None:
         sys.path.insert(0, os.getcwd())
     args = parse_args()
     try:
+        if args.command == "merge":
+            exit_now(merge(args))
         target, observe, options = from_args(args)
         # The workers' code is imported now, and no thread runs yet: fork the fork server here.
         code = asyncio.run(main(args, target, observe, options, fork_here()))

@@ -36,6 +36,7 @@ from temporal_crashtest._processes import ForkedServer, NotForked, Processes
 from temporal_crashtest._replay import summary
 from temporal_crashtest._report import Cell, Report, differences, short
 from temporal_crashtest._runner import DEFAULT_DEADLINE_S, Runner
+from temporal_crashtest._shards import parse_shard, shard_points
 from temporal_crashtest._text import shown
 
 REFERENCE_CHARS = 200  # how much of the reference state a progress line shows
@@ -84,6 +85,8 @@ class CrashTestOptions:
             configured or listening on 127.0.0.1:7233.
         progress: called with (cells done, cells in all, the cell) as each cell ends.
         say: called with each line of progress (the server used, the reference, the points).
+        shard: (K, N): run shard K of N's share of the crash points (`_shards`), its report
+            standing alone; `merge` puts the N reports together.
     """
 
     points: Sequence[str] | None = None
@@ -101,6 +104,7 @@ class CrashTestOptions:
     dev_server: bool = False
     progress: Callable[[int, int, Cell], None] | None = None
     say: Callable[[str], None] | None = None
+    shard: tuple[int, int] | None = None
 
     def check(self) -> None:
         """InputError (or CrashPointError) for an option out of range, before anything starts."""
@@ -121,6 +125,8 @@ class CrashTestOptions:
             CrashPoint.parse(point)
         if self.expect_version not in (None, OLD, NEW):
             raise InputError(f"expect_version is {OLD!r} or {NEW!r}, not {self.expect_version!r}")
+        if self.shard is not None:
+            parse_shard("/".join(map(str, self.shard)))
         if self.dev_server and self.address:
             raise InputError("a private dev server and an address: give one or the other")
 
@@ -322,6 +328,15 @@ async def _run_the_cells(
     was left untested, in the report."""
     chosen = list(options.points) if options.points is not None else None
     points, report.untested = reference.select(chosen, options.repeat)
+    every = len(points)
+    if options.shard is not None and points:
+        k, n = options.shard
+        points = shard_points(points, k, n)
+        report.shard, report.points_in_all = f"{k}/{n}", every
+        say(f"shard {k}/{n}: {len(points)} of the {every} crash points")
+        if not points:
+            say(f"shard {k}/{n} has no crash point: the {n} shards are more than the points")
+            return
     if not points:  # a test of none would pass without testing anything
         raise CrashTestAborted(
             "there is no crash point to test: "

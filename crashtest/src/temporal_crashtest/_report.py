@@ -116,6 +116,8 @@ class Report:
     pinned: str | None = None  # ... and the one version a crashed run had to end as (--expect)
     # ... and its replay pass: each cut of the old history replayed on the new code (`_replay`)
     replay: list[dict[str, Any]] = field(default_factory=list)
+    shard: str | None = None  # "K/N": this report holds shard K's crash points (`--shard`)
+    points_in_all: int = 0  # the crash points of every shard together (0: not sharded)
 
     @property
     def ok(self) -> bool:
@@ -200,6 +202,8 @@ class Report:
                 if self.pinned
                 else "no-crash state of either version"
             )
+        if self.shard is not None:
+            workflow += f", shard {self.shard} ({len(self.cells)} of {self.points_in_all} points)"
         if self.ok:
             return (
                 f"{workflow}: all {len(self.cells)} crash points end in the "

@@ -1,0 +1,115 @@
+"""A crash test spread over CI machines: `--shard K/N` gives every point to exactly one shard,
+the same way on every machine, and `merge` joins the shards' reports into one — refusing
+reports that are not one crash test's shards."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from temporal_crashtest._errors import InputError
+from temporal_crashtest._model import CellPoint
+from temporal_crashtest._points import Moment
+from temporal_crashtest._report import Cell, Report
+from temporal_crashtest._shards import merge_reports, parse_shard, shard_points
+from test_cli import NOTES
+from test_groups import points, sequence
+
+
+def names(chosen: list[CellPoint]) -> list[str]:
+    return [p.crash_at for p in chosen]
+
+
+def test_every_point_is_in_exactly_one_shard_and_the_split_is_the_same_each_time() -> None:
+    every = points(sequence(100))
+    every += [CellPoint(Moment.RESET, b) for b in sequence(100)[:5]]  # runs of their own
+    for n in (1, 2, 4, 7, 300):
+        shards = [names(shard_points(every, k, n)) for k in range(1, n + 1)]
+        flat = [p for shard in shards for p in shard]
+        assert sorted(flat) == sorted(names(every)), n
+        assert len(flat) == len(set(flat)), n
+        assert shards == [names(shard_points(list(reversed(every)), k, n)) for k in range(1, n + 1)]
+    four = [shard_points(every, k, 4) for k in range(1, 5)]
+    for shard in four:  # each kind spread by weight (a later point replays more), kept together
+        effects = [p.boundary.number for p in shard if p.moment is Moment.AFTER_EFFECT]
+        assert 15 <= len(effects) <= 35 and effects == list(range(effects[0], effects[-1] + 1))
+        assert any(p.moment is Moment.AFTER_CHECKPOINT for p in shard)
+
+
+@pytest.mark.parametrize("text", ["3", "0/4", "5/4", "a/b", "1/999"])
+def test_a_bad_shard_is_one_error(text: str) -> None:
+    with pytest.raises(InputError, match="--shard"):
+        parse_shard(text)
+
+
+def report(shard: str | None, *crash_at: str, workflow: str = "W") -> Report:
+    cells = [
+        Cell(workflow_id=f"w-{c}", crash_at=c, activity="a", matches=c != "after-effect:2",
+             observed=None, diff=None, recovery_s=None, seconds=1.0)
+        for c in crash_at
+    ]  # fmt: skip
+    return Report(workflow=workflow, activities=["a"], reference={"x": 1}, cells=cells,
+                  seconds=2.0, shard=shard, points_in_all=4)  # fmt: skip
+
+
+def test_merge_refuses_what_is_not_one_crash_tests_shards() -> None:
+    one, two = (
+        report("1/2", "after-effect:1", "after-checkpoint:1"),
+        report("2/2", "after-effect:2"),
+    )
+    merged = merge_reports([("a", two), ("b", one)])
+    assert [c.crash_at for c in merged.cells] == [
+        "after-effect:1",
+        "after-checkpoint:1",
+        "after-effect:2",
+    ]
+    assert merged.shard is None and not merged.ok
+    for reports, message in [
+        ([("a", one)], "shard 2/2 is missing"),
+        ([("a", one), ("b", one)], "shard 1/2 is given twice"),
+        ([("a", one), ("b", replace(two, workflow="Other"))], "differ in their workflow"),
+        ([("a", one), ("b", replace(two, reference={"x": 2}))], "differ in their reference"),
+        ([("a", report(None, "after-effect:1"))], "not a shard's report"),
+        ([("a", one), ("b", report("2/3", "x:1"))], "is shard 2/3, a of 2"),
+    ]:
+        with pytest.raises(InputError, match=message):
+            merge_reports(reports)
+
+
+def test_shards_run_alone_and_merge_into_the_whole_test(
+    app_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The unkeyed notes in two shards, each on its own, then merged: the verdicts of the whole
+    test (both notes written twice)."""
+    verdicts = {}
+    for k in (1, 2):
+        out = tmp_path / f"{k}.json"
+        command = [sys.executable, "-m", "temporal_crashtest", "run", *NOTES, "--shard", f"{k}/2",
+                   "--json", str(out), "--junit-xml", str(tmp_path / f"{k}.xml")]  # fmt: skip
+        done = subprocess.run(command, env=app_env, cwd=tmp_path, capture_output=True, text=True,
+                              timeout=180)  # fmt: skip
+        assert done.returncode == 1, done.stderr
+        assert f"shard {k}/2" in done.stdout, done.stdout
+        verdicts[k] = {
+            c["crash_at"]: c["matches"]
+            for c in json.loads((tmp_path / f"{k}.json").read_text())["cells"]
+        }
+    assert not set(verdicts[1]) & set(verdicts[2])
+    merge = [sys.executable, "-m", "temporal_crashtest", "merge", str(tmp_path / "1.json"),
+             str(tmp_path / "2.json"), "--json", str(tmp_path / "all.json")]  # fmt: skip
+    done = subprocess.run(merge, env=app_env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    merged = json.loads((tmp_path / "all.json").read_text())
+    got = {c["crash_at"]: c["matches"] for c in merged["cells"]}
+    assert got == verdicts[1] | verdicts[2]
+    assert {p for p, ok in got.items() if not ok} == {"after-effect:1", "after-effect:2"}
+    assert "2 of 3 crash points do not end" in done.stdout.splitlines()[-1], done.stdout
+    # a missing shard is one line, exit 2
+    lone = subprocess.run(merge[:5], env=app_env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert lone.returncode == 2 and "shard 2/2 is missing" in lone.stderr, lone.stderr
