@@ -18,7 +18,7 @@ from temporal_crashtest._interceptor import (
 )
 from temporal_crashtest._model import Reference
 from temporal_crashtest._points import Moment
-from temporal_crashtest._report import differences, short
+from temporal_crashtest._report import Report, Untested, differences, short
 from temporalio.api.common.v1 import Payload
 
 
@@ -130,3 +130,17 @@ def test_a_deploy_cell_may_end_as_either_version() -> None:
         "old version: the run failed; without a crash it completed; "
         "new version: the run failed; without a crash it completed"
     )
+
+
+def test_many_boundaries_untested_for_one_reason_are_one_line() -> None:
+    """`--points` on a long workflow: one line for the others, not one per boundary (the JSON
+    still lists each)."""
+    asked = "not among the crash points asked for (--points)"
+    untested = [Untested(f"charge#{i}", asked) for i in range(2, 30)]
+    untested.append(Untested("summarise", "after it the run only ends"))
+    report = Report(workflow="W", activities=[], reference=None, cells=[], seconds=1.0,
+                    untested=untested)  # fmt: skip
+    assert report.notes().splitlines() == [
+        f"not tested: 28 boundaries (charge#2, charge#3, charge#4, …): {asked}",
+        "not tested: summarise: after it the run only ends",
+    ]

@@ -13,6 +13,7 @@ from typing import Any
 from temporal_crashtest._text import json_bytes, markdown_cell, shown
 
 MAX_DIFFERENCES = 3
+NOTES_LISTED = 3  # untested boundaries with one reason listed one by one; more: one line
 
 
 @dataclass(kw_only=True)
@@ -177,7 +178,16 @@ class Report:
 
     def notes(self) -> str:
         """What was not tested, and what the user should know, under the table."""
-        lines = [f"not tested: {shown(u.boundary)}: {shown(u.why)}" for u in self.untested]
+        by_why: dict[str, list[str]] = {}
+        for u in self.untested:
+            by_why.setdefault(u.why, []).append(u.boundary)
+        lines = []
+        for why, boundaries in by_why.items():
+            if len(boundaries) <= NOTES_LISTED:
+                lines += [f"not tested: {shown(b)}: {shown(why)}" for b in boundaries]
+            else:  # one line for many (the JSON and JUnit still list each)
+                some = ", ".join(shown(b) for b in boundaries[:NOTES_LISTED])
+                lines.append(f"not tested: {len(boundaries)} boundaries ({some}, …): {shown(why)}")
         lines += [f"note: {shown(w)}" for w in self.warnings]
         return "\n".join(lines)
 
