@@ -73,7 +73,11 @@ def test_fast_forwarded_and_real_timeouts_agree_and_threads_forbid_forking(
             own = "workflow task start-to-close timeout 10.0 s"
         assert own in fast["waited_on"] and own in real["waited_on"], (fast, real)
     assert "every worker starts afresh" not in errors["fast"]
-    assert "none can be forked: 2 threads are running after the imports" in errors["threaded"]
+    # which process, which thread, what to do
+    said = next(line for line in errors["threaded"].splitlines() if "none can be forked" in line)
+    assert "in this command, 2 threads run after the imports" in said, said
+    assert "in a fork server started afresh, 2 threads" in said, said
+    assert "Python thread 'started-at-import'" in said and "in the worker factory" in said, said
 
 
 def test_bad_input_is_one_line(app_env: dict[str, str], tmp_path: Path) -> None:
@@ -217,3 +221,13 @@ def test_a_plugin_function_is_called_once_per_process(
     done = crashtest(args, {**app_env, "NOTES_KEYED": "1"}, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "built twice" not in done.stdout + done.stderr
+
+
+def test_the_advice_names_the_library_behind_a_thread() -> None:
+    """numpy's OpenBLAS pool (pandas imports it) is the usual thread started at import."""
+    from temporal_crashtest._forkserver import _advice
+
+    blas = _advice(["native thread 'openblas_thread'", "native thread 'openblas_thread'"])
+    assert "OPENBLAS_NUM_THREADS=1" in blas and "import it inside the activity" in blas
+    assert "in the worker factory" in _advice(["native thread 'tokio-runtime-w'"])
+    assert "move the import" in _advice(["Python thread 'metrics-flusher'"])

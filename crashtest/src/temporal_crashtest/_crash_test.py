@@ -374,7 +374,10 @@ async def _start_forks(
         why = await procs.adopt_fork_server(forked)
     elif here:
         why = await procs.start_fork_server(_imports(target, here[0]))
-        why = None if why is None else "; ".join(w for w in (forked.why, why) if w)
+        if why is not None:
+            whys = [f"in this command, {forked.why}" if forked.why else None]
+            whys.append(f"in a fork server started afresh, {why}")
+            why = "; ".join(w for w in whys if w)
     else:
         why = None
     if why is not None:

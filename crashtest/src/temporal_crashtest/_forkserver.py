@@ -87,16 +87,60 @@ def fork_here() -> ForkedServer | NotForked:
 
 
 def why_unsafe() -> str | None:
-    """Why this process cannot fork safely now (None: it can)."""
-    try:
-        threads = len(os.listdir("/proc/self/task"))
-    except OSError:
-        import threading
+    """Why this process cannot fork safely now (None: it can): the threads running besides this
+    one, by name, and how to keep them from starting."""
+    others = _other_threads()
+    if not others:
+        return None
+    counted: dict[str, int] = {}
+    for name in others:
+        counted[name] = counted.get(name, 0) + 1
+    named = ", ".join(f"{n} x{c}" if c > 1 else n for n, c in counted.items())
+    return f"{len(others) + 1} threads run after the imports ({named}): {_advice(others)}"
 
-        threads = threading.active_count()
-    if threads > 1:
-        return f"{threads} threads are running after the imports"
-    return None
+
+def _other_threads() -> list[str]:
+    """The names of the threads besides the calling one: a Python thread's name, else the
+    kernel's (a native library's thread: OpenBLAS's, gRPC's, a Rust runtime's)."""
+    import threading
+
+    me = threading.get_native_id()
+    python = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:  # no /proc: Python's own threads only
+        return [name for tid, name in python.items() if tid != me]
+    names = []
+    for tid in sorted(t for t in tids if t != me):
+        if tid in python:
+            names.append(f"Python thread {python[tid]!r}")
+            continue
+        try:
+            comm = Path(f"/proc/self/task/{tid}/comm").read_text().strip()
+        except OSError:
+            comm = "?"
+        names.append(f"native thread {comm!r}")
+    return names
+
+
+def _advice(names: list[str]) -> str:
+    """What keeps such threads from starting before the fork."""
+    text = " ".join(names).lower()
+    tips = []
+    if any(k in text for k in ("blas", "omp", "mkl", "numexpr")):
+        tips.append(
+            "a math library's thread pool (numpy, pandas, scipy): set OPENBLAS_NUM_THREADS=1 "
+            "OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 for the crash test, or import it inside the "
+            "activity that uses it"
+        )
+    if "tokio" in text:
+        tips.append("a Temporal client or runtime made at import: make it in the worker factory")
+    if "python thread" in text or not tips:
+        tips.append(
+            "a module that starts a thread when imported: start it in the worker factory, or "
+            "move the import into the function that uses it"
+        )
+    return "; ".join(tips)
 
 
 def _answer(out: IO[str], message: dict[str, Any]) -> None:

@@ -673,9 +673,17 @@ class Runner:
             exited.cancel()
         if not worker.status.warm.is_set():
             if worker.child.returncode is None:
-                raise _CellFailed(
-                    f"the next worker was not built in time: {self.procs.last_line(worker.name)}"
+                last = self.procs.last_line(worker.name)
+                said = (
+                    f"its last line: {last}"
+                    if last and last != "(no output)"
+                    else (
+                        "it wrote nothing: still importing the workers' code? (a worker that "
+                        "starts afresh imports everything again; see why none can be forked above, "
+                        "or give each cell longer: --deadline-s)"
+                    )
                 )
+                raise _CellFailed(f"the next worker was not built in time: {said}")
             return  # it exited: waiting for the run says how
         with contextlib.suppress(ProcessLookupError):
             worker.child.send_signal(GO)
