@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
 import pytest
+from temporal_crashtest import DriveTimeout, send_signal, send_update, wait_until
+from temporalio.client import Client
 
 from examples.shapes.parallel_slow import CHARGE_TIMEOUT
 from infra.db import ensure_database_url
@@ -81,6 +84,22 @@ RUNS: dict[str, list[str]] = {
         "examples.shapes.approval:approve",
     ),
     "approval-undriven": shape("approval", "keyed_worker", "ApprovedOrder", "milk"),
+    "conversation-keyed": shape(
+        "conversation",
+        "keyed_worker",
+        "Conversation",
+        "sam",
+        "--drive",
+        "examples.shapes.conversation:converse",
+    ),
+    "conversation-unkeyed": shape(
+        "conversation",
+        "unkeyed_worker",
+        "Conversation",
+        "sam",
+        "--drive",
+        "examples.shapes.conversation:converse",
+    ),
     "chain-keyed": shape(
         "continue_as_new",
         "keyed_worker",
@@ -266,6 +285,20 @@ def test_approval_by_update(shapes: BothWays) -> None:
     )
 
 
+def test_a_conversation_driven_to_its_end_through_the_kills(shapes: BothWays) -> None:
+    """Three turns sent as updates by a drive built on crashtest's helpers (wait until the run
+    took the turn before, send the next with an id of its own, signal the end), each tried again
+    while no worker is up: every run reaches its end, keyed replies once, unkeyed ones twice."""
+    shapes.assert_agree("conversation-keyed", "conversation-unkeyed")
+    replies = ["reply#1 (a table for four)", "reply#2 (friday at eight)", "reply#3 (yes, book it)"]
+    assert_clean(shapes["conversation-keyed"], replies)
+    assert_caught(
+        shapes["conversation-unkeyed"],
+        {"after-effect:1", "after-effect:2", "after-effect:3"},
+        "effects: 3 → 4 entries",
+    )
+
+
 def test_continue_as_new_chain(shapes: BothWays) -> None:
     """A continue-as-new chain is one run; the naive key merges month 2 into month 1."""
     shapes.assert_agree("chain-keyed", "chain-naive")
@@ -447,3 +480,18 @@ def test_a_failing_crash_test_as_junit_xml_and_github_errors(
     errors = [line for line in done.stdout.splitlines() if line.startswith("::error ")]
     assert len(errors) == 3, done.stdout
     assert all("::effects: 4 → 5 entries (recovery " in line for line in errors), errors
+
+
+async def test_a_drive_helper_that_never_gets_through_is_one_error(client: Client) -> None:
+    """No worker ever polls the run's queue: each helper tries until its timeout, then says what
+    it waited for and the last answer (DriveTimeout, a CrashTestError)."""
+    queue = f"nobody-polls-{uuid.uuid4().hex[:8]}"
+    handle = await client.start_workflow("Conversation", "sam", id=queue, task_queue=queue)
+    try:
+        with pytest.raises(DriveTimeout, match="query: no success in time"):
+            await wait_until(handle, "turns_taken", lambda _: True, timeout_s=1.0, every_s=0.2)
+        with pytest.raises(DriveTimeout, match="update turn-1: no success in time"):
+            await send_update(handle, "say", "hi", id="turn-1", timeout_s=1.0, every_s=0.2)
+        await send_signal(handle, "end")  # the server takes a signal with no worker up
+    finally:
+        await handle.terminate()

@@ -28,7 +28,8 @@ Errors, one tree (`CrashTestError` is the base the command line catches):
     ├── ServerUnreachable (ConnectionError)
     │                               no Temporal server answers, or no such namespace
     ├── DevServerError              the private dev server could not be started
-    └── CrashTestAborted            the reference run failed, or the observer broke
+    ├── CrashTestAborted            the reference run failed, or the observer broke
+    └── DriveTimeout (TimeoutError) a drive helper did not get through in time
 
 The public names are imported on first use, so that the pytest plugin, registered in every
 session of an environment that has this installed, loads nothing of Temporal until a test asks.
@@ -56,6 +57,7 @@ _WHERE = {
     "CrashTestOptions": "_crash_test",
     "DevServerError": "_errors",
     "Drive": "_model",
+    "DriveTimeout": "_errors",
     "InputError": "_errors",
     "Moment": "_points",
     "Observe": "_model",
@@ -66,6 +68,9 @@ _WHERE = {
     "Untested": "_report",
     "dev_server_command": "_devserver",
     "run_crash_test": "_crash_test",
+    "send_signal": "_drive",
+    "send_update": "_drive",
+    "wait_until": "_drive",
 }
 __all__ = [
     "Cell",
@@ -77,6 +82,7 @@ __all__ = [
     "CrashTestOptions",
     "DevServerError",
     "Drive",
+    "DriveTimeout",
     "InputError",
     "Moment",
     "Observe",
@@ -88,16 +94,21 @@ __all__ = [
     "__version__",
     "dev_server_command",
     "run_crash_test",
+    "send_signal",
+    "send_update",
+    "wait_until",
 ]
 
 if TYPE_CHECKING:
     from temporal_crashtest._crash_test import CrashTestOptions, run_crash_test
     from temporal_crashtest._devserver import dev_server_command
+    from temporal_crashtest._drive import send_signal, send_update, wait_until
     from temporal_crashtest._errors import (
         CrashPointError,
         CrashTestAborted,
         CrashTestError,
         DevServerError,
+        DriveTimeout,
         InputError,
         ServerUnreachable,
     )

@@ -44,3 +44,8 @@ class DevServerError(CrashTestError):
 class CrashTestAborted(CrashTestError):
     """The crash test cannot go on: the reference run failed, observe is broken, the workflow
     ran nothing to crash."""
+
+
+class DriveTimeout(CrashTestError, TimeoutError):
+    """A drive helper (`send_update`, `send_signal`, `wait_until`) tried until its timeout
+    without success: what it waited for and the last answer."""
