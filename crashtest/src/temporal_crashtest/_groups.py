@@ -30,6 +30,7 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from temporal_crashtest._model import CellPoint, Reference, Target
 from temporal_crashtest._report import Cell
@@ -39,6 +40,8 @@ GROUPS_PER_CORE = 4
 MIN_GROUP_S = 1.0  # a group of fewer kills than this saves too little to pay for its split
 # What a kill costs its group's run, measured on a 2-core machine (a sequence of 200 activities):
 EFFECT_KILL_S = 0.35  # the retry's backoff, the next worker's start, the attempt again
+MEASURED_RETRY_S = 0.2  # ... with a retry policy whose first wait is this (a longer one adds)
+RUN_OVERHEAD_S = 1.0  # a cell's run besides its activities: start, workers, observe
 TASK_KILL_S = 1.1  # and the short workflow task timeout the dead worker's task waits out
 REPLAY_S_PER_BOUNDARY = 0.003  # the next worker replays the history up to the point (loaded)
 FAILING_SHARE_FOR_SINGLES = 0.5  # of finished groups: split failing groups to single points
@@ -81,9 +84,13 @@ def run_order(points: list[CellPoint]) -> list[CellPoint]:
 
 def _weight(point: CellPoint) -> float:
     """About how long a kill at `point` keeps its group's run: the kill and the next worker's
-    start (a kill that holds a workflow task waits out the short task timeout), then the next
+    start (a kill that holds a workflow task waits out the short task timeout; one after an
+    effect, the activity's retry policy's first wait before the attempt again), then the next
     worker's replay of the history up to the point."""
-    kill = TASK_KILL_S if point.holds_a_task else EFFECT_KILL_S
+    if point.holds_a_task:
+        kill = TASK_KILL_S
+    else:
+        kill = EFFECT_KILL_S + max(0.0, point.boundary.retry_s - MEASURED_RETRY_S)
     return kill + REPLAY_S_PER_BOUNDARY * point.boundary.number
 
 
@@ -115,12 +122,45 @@ def first_groups(points: list[CellPoint], jobs: int) -> list[list[CellPoint]]:
     kinds = [[p for p in points if not p.holds_a_task], [p for p in points if p.holds_a_task]]
     weights = [sum(map(_weight, kind)) for kind in kinds]
     runs = min(jobs, GROUPS_PER_CORE * (os.cpu_count() or 1))
+    run_s = _run_s(points)
+    budget = _exact_budget(points, jobs, run_s)
     groups = []
     for kind, weight in zip(kinds, weights, strict=True):
-        if kind:
+        if kind and _outweighs_a_run(weight / len(kind), run_s):
+            # A kill costs more than a whole run (a retry that waits seconds): a group would
+            # only add its kills' waits up, and a run per point is never slower.
+            groups += [[point] for point in kind]
+        elif kind:
             share = max(1, round(runs * weight / sum(weights)))
-            groups += _cut(kind, min(share, len(kind), max(1, int(weight / MIN_GROUP_S))))
+            count = min(share, len(kind), max(1, int(weight / MIN_GROUP_S)))
+            # No group should keep its run longer than --exact would take for all the points,
+            # with no more groups than run at once.
+            at_once = max(1, round(jobs * weight / sum(weights)))
+            count = min(len(kind), max(count, min(math.ceil(weight / budget), at_once)))
+            groups += _cut(kind, count)
     return groups
+
+
+def _outweighs_a_run(kill_s: float, run_s: float) -> bool:
+    """Whether a kill costs more than a run of its own: the run without a crash's time (0: not
+    known) and what any run costs besides (`RUN_OVERHEAD_S`)."""
+    return run_s > 0 and kill_s >= run_s + RUN_OVERHEAD_S
+
+
+def _run_s(points: list[CellPoint]) -> float:
+    """About how long the run without a crash took, from its boundaries (0: not known)."""
+    starts = [p.boundary.scheduled for p in points if p.boundary.scheduled != datetime.min]
+    ends = [p.boundary.ended for p in points if p.boundary.ended != datetime.min]
+    return (max(ends) - min(starts)).total_seconds() if starts and ends else 0.0
+
+
+def _exact_budget(points: list[CellPoint], jobs: int, run_s: float) -> float:
+    """How long one group's kills may take, so that grouping is never slower than `exact`: a
+    run per point, `jobs` at a time, each the whole run (as long as the run without a crash
+    took) and its kill; less the group's own run."""
+    mean_kill = sum(map(_weight, points)) / len(points)
+    rounds = math.ceil(len(points) / max(1, jobs))
+    return max(MIN_GROUP_S, rounds * (run_s + mean_kill) - run_s)
 
 
 class _Splits:
@@ -167,10 +207,22 @@ async def run_cells(
     in_groups = set(grouped)
     alone = [p for p in points if p not in in_groups]
     groups = first_groups(grouped, jobs)
+    run_s = _run_s(grouped)
+    lone = [g[0] for g in groups if len(g) == 1 and _outweighs_a_run(_weight(g[0]), run_s)]
+    if lone:  # a run of their own, as --exact would
+        groups = [g for g in groups if len(g) > 1 or g[0] not in lone]
+        alone += lone
+        longest = max(p.boundary.retry_s for p in lone)
+        tell(
+            f"{len(lone)} crash points run alone: a kill there waits longer than a run of its "
+            f"own takes (the run without a crash: {run_s:.1f} s; the retry policy waits up to "
+            f"{longest:g} s before the next attempt), so a group would only add the waits up"
+        )
     if groups:
         sizes = sorted({len(g) for g in groups})
+        in_all = sum(map(len, groups))
         tell(
-            f"{len(grouped)} crash points in {len(groups)} groups of "
+            f"{in_all} crash points in {len(groups)} group{'s' if len(groups) > 1 else ''} of "
             f"{'-'.join(map(str, sizes[:: max(1, len(sizes) - 1)]))} (one run each; a group "
             "that differs is split down to single points)"
         )

@@ -73,6 +73,7 @@ class Boundary:
     closed: str = COMPLETED  # how it ended in its run: completed, failed, timed out, ...
     input: str = ""  # a hint of its input (`short_input`)
     input_digest: str = ""  # of its whole input as scheduled: equal inputs, equal digests
+    retry_s: float = 0.0  # its retry policy's first wait (a local activity's: 0, unread)
 
 
 @dataclass
@@ -161,6 +162,7 @@ class _Found:
     reset_event_id: int
     input: str = ""
     input_digest: str = ""
+    retry_s: float = 0.0
     ended: datetime = datetime.min
     taken: datetime = datetime.min
     closed: str = OPEN
@@ -266,6 +268,8 @@ def _scheduled(
         reset_event_id=a.workflow_task_completed_event_id,
         input=short_input(list(a.input.payloads)),
         input_digest=hashlib.sha256(a.input.SerializeToString(deterministic=True)).hexdigest(),
+        retry_s=a.retry_policy.initial_interval.ToTimedelta().total_seconds()
+        or SERVER_DEFAULT_RETRY_S,
     )
 
 
@@ -414,6 +418,7 @@ def read_tree(runs: list[RunHistory], served: frozenset[str] = frozenset()) -> T
                 closed=f.closed,
                 input=f.input,
                 input_digest=f.input_digest,
+                retry_s=f.retry_s,
             )
         )
     tree.warnings += _repeated_activity_ids(tree)
@@ -452,6 +457,11 @@ def _timeout_kind(timeout_type: TimeoutType.ValueType) -> str:
     return TimeoutType.Name(timeout_type).removeprefix("TIMEOUT_TYPE_").lower().replace("_", "-")
 
 
+RETRY_INTERVAL = "retry interval"  # a Wait's kind: the retry policy's wait before an attempt
+RETRY_SHOWN_S = 1.0  # a retry's wait is named from this long (a shorter one is noise)
+SERVER_DEFAULT_RETRY_S = 1.0  # Temporal's initial interval when the policy gives none
+
+
 @dataclass(frozen=True)
 class Wait:
     """One timeout a recovery waits on in production: whose (a boundary's label, or "" for the
@@ -465,7 +475,8 @@ class Wait:
     def __str__(self) -> str:
         size = f" {seconds_text(self.seconds)}" if self.seconds is not None else ""
         then = f", then {self.then}" if self.then else ""
-        return f"{self.whose} {self.timeout} timeout{size}{then}".strip()
+        what = self.timeout if self.timeout == RETRY_INTERVAL else f"{self.timeout} timeout"
+        return f"{self.whose} {what}{size}{then}".strip()
 
 
 def recovery_waits(
@@ -495,9 +506,7 @@ def recovery_waits(
         if e.event_id <= after:
             continue
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-            retried = _retried_after(e, by_id, named)
-            if retried is not None:
-                waits.append(retried)
+            waits += _retried_after(e, by_id, named)
         elif (final := _final_timeout(e)) is not None:
             # An attempt no retry followed, ended by its timeout (or failed at once as its
             # timeout would): the workflow then saw the activity fail.
@@ -535,13 +544,14 @@ def _last_task_of(events: Sequence[HistoryEvent], killed: set[str]) -> int:
 
 def _retried_after(
     e: HistoryEvent, by_id: dict[int, HistoryEvent], labels: dict[int, str]
-) -> Wait | None:
-    """The timeout an ActivityTaskStarted event's attempt was retried after: its previous
-    attempt timed out, or was failed at once as a killed worker's (`WORKER_KILLED`); None: a
-    first attempt, or a retry after an ordinary failure."""
+) -> list[Wait]:
+    """The timeout an ActivityTaskStarted event's attempt was retried after — its previous
+    attempt timed out, or was failed at once as a killed worker's (`WORKER_KILLED`) — and the
+    retry policy's wait before it, when that is long enough to name; none: a first attempt, or a
+    retry after an ordinary failure."""
     started = e.activity_task_started_event_attributes
     if started.attempt < 2:
-        return None
+        return []
     failure = started.last_failure
     scheduled = by_id[started.scheduled_event_id].activity_task_scheduled_event_attributes
     if failure.HasField("timeout_failure_info"):
@@ -550,9 +560,23 @@ def _retried_after(
         beats = scheduled.heartbeat_timeout.ToTimedelta().total_seconds() > 0
         kind = "heartbeat" if beats else "start-to-close"
     else:
-        return None
+        return []
     name = labels.get(started.scheduled_event_id, scheduled.activity_type.name)
-    return Wait(name, kind, _length(scheduled, kind))
+    waits = [Wait(name, kind, _length(scheduled, kind))]
+    backoff = retry_wait_s(scheduled, started.attempt)
+    if backoff >= RETRY_SHOWN_S:
+        waits.append(Wait(name, RETRY_INTERVAL, backoff))
+    return waits
+
+
+def retry_wait_s(scheduled: ActivityTaskScheduledEventAttributes, attempt: int) -> float:
+    """The retry policy's wait before `attempt` (2: the first retry): the initial interval
+    (Temporal's default 1 s), grown by the backoff coefficient, capped by the maximum."""
+    policy = scheduled.retry_policy
+    first = policy.initial_interval.ToTimedelta().total_seconds() or SERVER_DEFAULT_RETRY_S
+    grown = first * (policy.backoff_coefficient or 2.0) ** max(0, attempt - 2)
+    longest = policy.maximum_interval.ToTimedelta().total_seconds()
+    return min(grown, longest) if longest > 0 else min(grown, 100 * first)
 
 
 def _length(scheduled: ActivityTaskScheduledEventAttributes, kind: str) -> float | None:
