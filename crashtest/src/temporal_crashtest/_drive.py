@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio.client import (
     WorkflowHandle,
@@ -36,24 +36,41 @@ EVERY_S = 0.5  # between tries
 TIMEOUT_S = 120.0  # in all: a cell's deadline is longer only with --deadline-s
 QUERY_TIMEOUT_S = 2.0  # one query's wait for a worker to answer it
 UPDATE_TIMEOUT_S = 10.0  # one send's wait for a worker to take the update
+T = TypeVar("T")
 _GONE = (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT, RPCStatusCode.PERMISSION_DENIED)
 
 
-async def _again(what: str, deadline: float, every_s: float, last: object) -> None:
-    """Sleep before the next try, or DriveTimeout once the deadline has passed."""
-    if time.monotonic() >= deadline:
-        raise DriveTimeout(f"{what}: no success in time (last: {last})")
-    await asyncio.sleep(every_s)
+class _NotYet(Exception):
+    """An answer that does not satisfy the helper yet: ask again."""
 
 
-def _try_for(limit_s: float, deadline: float) -> timedelta:
-    """One try's timeout: `limit_s`, or what is left before the deadline (at least 0.5 s)."""
-    return timedelta(seconds=max(0.5, min(limit_s, deadline - time.monotonic())))
-
-
-def _retried(err: RPCError) -> bool:
-    """Whether another try can help: the run or namespace is not gone."""
-    return err.status not in _GONE
+async def _until_through(
+    what: str,
+    attempt: Callable[[timedelta], Awaitable[T]],
+    *,
+    try_s: float,
+    timeout_s: float,
+    every_s: float,
+    passing: tuple[type[Exception], ...] = (),
+) -> T:
+    """`attempt(its timeout)` until it returns, again every `every_s` after a `passing` error, an
+    RPC error another try can help (the run or namespace is not gone) or an answer not good yet;
+    DriveTimeout once `timeout_s` have passed. A try's timeout is `try_s`, or what is left."""
+    deadline = time.monotonic() + timeout_s
+    again: tuple[type[Exception], ...] = (_NotYet, *passing)
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return await attempt(timedelta(seconds=max(0.5, min(try_s, left))))
+        except again as err:
+            last: object = err
+        except RPCError as err:
+            if err.status in _GONE:
+                raise
+            last = err
+        if time.monotonic() >= deadline:
+            raise DriveTimeout(f"{what}: no success in time (last: {last})")
+        await asyncio.sleep(every_s)
 
 
 async def send_update(
@@ -65,19 +82,18 @@ async def send_update(
     every_s: float = EVERY_S,
 ) -> Any:
     """The update's result, sent until the run takes it (`id`: the same for every try)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            return await handle.execute_update(
-                update, args=list(args), id=id, rpc_timeout=_try_for(UPDATE_TIMEOUT_S, deadline)
-            )
-        except WorkflowUpdateRPCTimeoutOrCancelledError as err:
-            last: object = err
-        except RPCError as err:
-            if not _retried(err):
-                raise
-            last = err
-        await _again(f"update {id}", deadline, every_s, last)
+
+    async def send(rpc_timeout: timedelta) -> Any:
+        return await handle.execute_update(update, args=list(args), id=id, rpc_timeout=rpc_timeout)
+
+    return await _until_through(
+        f"update {id}",
+        send,
+        try_s=UPDATE_TIMEOUT_S,
+        timeout_s=timeout_s,
+        every_s=every_s,
+        passing=(WorkflowUpdateRPCTimeoutOrCancelledError,),  # no worker took it in time
+    )
 
 
 async def send_signal(
@@ -88,16 +104,13 @@ async def send_signal(
     every_s: float = EVERY_S,
 ) -> None:
     """Send a signal, again while the server does not answer (a worker need not be up)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            await handle.signal(signal, args=list(args))
-            return
-        except RPCError as err:
-            if not _retried(err):
-                raise
-            last = err
-        await _again("signal", deadline, every_s, last)
+
+    async def send(rpc_timeout: timedelta) -> None:
+        await handle.signal(signal, args=list(args), rpc_timeout=rpc_timeout)
+
+    await _until_through(
+        "signal", send, try_s=UPDATE_TIMEOUT_S, timeout_s=timeout_s, every_s=every_s
+    )
 
 
 async def wait_until(
@@ -109,19 +122,18 @@ async def wait_until(
     every_s: float = EVERY_S,
 ) -> Any:
     """The query's answer once `predicate(answer)` holds, asked every `every_s`."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            answer = await handle.query(
-                query, args=list(args), rpc_timeout=_try_for(QUERY_TIMEOUT_S, deadline)
-            )
-            if predicate(answer):
-                return answer
-            last: object = f"the query answered {answer!r}"
-        except WorkflowQueryFailedError as err:  # no worker, or one replaying: ask again
-            last = err
-        except RPCError as err:
-            if not _retried(err):
-                raise
-            last = err
-        await _again("query", deadline, every_s, last)
+
+    async def ask(rpc_timeout: timedelta) -> Any:
+        answer = await handle.query(query, args=list(args), rpc_timeout=rpc_timeout)
+        if not predicate(answer):
+            raise _NotYet(f"the query answered {answer!r}")
+        return answer
+
+    return await _until_through(
+        "query",
+        ask,
+        try_s=QUERY_TIMEOUT_S,
+        timeout_s=timeout_s,
+        every_s=every_s,
+        passing=(WorkflowQueryFailedError,),  # no worker, or one replaying: ask again
+    )
