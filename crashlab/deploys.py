@@ -248,7 +248,7 @@ class DeployLab:
         state: Any = None
         why = None
         try:
-            state = await self.lab._process_run(matrix_cell, run_id, RELEASES[cell.change])
+            state = await self.lab.process_state(matrix_cell, run_id, RELEASES[cell.change])
         except ResumeFailed as err:
             why = str(err)
             state = await final_state(run_id)

@@ -184,7 +184,7 @@ class Lab:
         design = engine_named(engine).default_design
         run_id = f"lab-reference-{engine}-{uuid.uuid4().hex[:8]}"
         cell = MatrixCell(engine=engine, design=design, crash_at="none")
-        self.references[engine] = await self._process_run(cell, run_id)
+        self.references[engine] = await self.process_state(cell, run_id)
 
     async def run_process_cell(self, cell: MatrixCell) -> MatrixResult:
         """A journal or DBOS cell: a process killed at the point, a fresh one that resumes."""
@@ -192,7 +192,7 @@ class Lab:
         point = cell.crash_at.replace(":", "")
         run_id = f"lab-{cell.engine}-{cell.design}-{point}-{uuid.uuid4().hex[:8]}"
         try:
-            state = await self._process_run(cell, run_id)
+            state = await self.process_state(cell, run_id)
             matches = state == self.references[cell.engine]
             return _result(cell, state, matches, None, time.monotonic() - started)
         except Exception as err:  # one broken cell is reported, and the matrix goes on
@@ -201,7 +201,7 @@ class Lab:
                 cell, await final_state(run_id), False, error, time.monotonic() - started
             )
 
-    async def _process_run(
+    async def process_state(
         self, cell: MatrixCell, run_id: str, deploy: Deploy | None = None
     ) -> dict[str, Any]:
         """The cell's run: killed at its point, then resumed; with `deploy`, killed in a process
