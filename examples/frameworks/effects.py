@@ -5,6 +5,12 @@ A tool's effect is keyed like our agent's, from the activity it runs in
 never keyed: a provider takes no idempotency key, so a crash after the model activity returned
 and before Temporal recorded it pays for the call again. `effects_of` leaves the model calls out
 (what the tools did); `effects_and_model_calls_of` shows them.
+
+With EFFECTS_URL set, each effect is also sent to that HTTP service, as an agent's tools send
+theirs: a model call as `POST /v1/chat/completions`, a tool's effect as `POST /effects` with its
+key in `Idempotency-Key` (none unkeyed), and EFFECTS_TOKEN as the bearer token. The ledger is
+written first, so the hand-written observers and crashtest's HTTP observer (`--http`) see the
+same runs.
 """
 
 from __future__ import annotations
@@ -12,13 +18,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
+import aiohttp
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.worker import Worker
 
 from examples.shapes.ledger import create_table, record_on, workflow_key
 from examples.shapes.ledger import effects_of as ledger_of
+from infra.config import env_str
 from infra.db import connect_postgres, ensure_database_url
 
 MODEL_CALL = "model call"
@@ -52,9 +61,27 @@ async def framework_worker(
 
 
 async def take(what: str, *, keyed: bool) -> None:
-    """Record an effect of the activity this runs in (a tool, a model call)."""
+    """Record an effect of the activity this runs in (a tool, a model call); with EFFECTS_URL,
+    send it there too."""
+    key = workflow_key() if keyed else None
     async with await connect_postgres(ensure_database_url()) as conn:
-        await record_on(conn, what, workflow_key() if keyed else None)
+        await record_on(conn, what, key)
+    if url := env_str("EFFECTS_URL"):
+        await _send(url, what, key)
+
+
+async def _send(url: str, what: str, key: str | None) -> None:
+    parts = urlsplit(url)
+    path = "/v1/chat/completions" if what.startswith(MODEL_CALL) else "/effects"
+    target = urlunsplit(parts._replace(path=parts.path.rstrip("/") + path))
+    headers = {"Idempotency-Key": key} if key else {}
+    if token := env_str("EFFECTS_TOKEN"):
+        headers["Authorization"] = f"Bearer {token}"
+    async with (
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session,
+        session.post(target, json={"what": what}, headers=headers) as answer,
+    ):
+        answer.raise_for_status()
 
 
 async def effects_of(workflow_id: str) -> dict[str, list[str]]:

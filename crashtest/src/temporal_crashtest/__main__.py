@@ -1,17 +1,19 @@
 """`python -m temporal_crashtest run`: crash-test a Temporal workflow at every boundary.
 
     python -m temporal_crashtest run --worker MODULE:FACTORY --workflow MODULE:CLASS --input JSON \\
-        --observe MODULE:FUNC [--drive MODULE:FUNC] [--expect JSON|@FILE] [--points LIST] \\
-        [--repeat N] [--plugin MODULE:NAME]... [--data-converter MODULE:NAME] [--json PATH] \\
-        [--markdown PATH] [--junit-xml PATH] [--jobs N] [--address HOST:PORT | --dev-server] \\
-        [--deadline-s S] [--logs DIR] [--real-timeouts] [--exact]
+        (--observe MODULE:FUNC | --http [HOSTS] | both) [--drive MODULE:FUNC] \\
+        [--expect JSON|@FILE] [--points LIST] [--repeat N] [--plugin MODULE:NAME]... \\
+        [--data-converter MODULE:NAME] [--json PATH] [--markdown PATH] [--junit-xml PATH] \\
+        [--jobs N] [--address HOST:PORT | --dev-server] [--deadline-s S] [--logs DIR] \\
+        [--real-timeouts] [--exact] [--shard K/N]
 
 FACTORY(client, task_queue) -> Worker builds your worker on the client it is given (which
 carries crashtest's interceptor); or a list of Workers, one per task queue the process serves
 (another queue made from the one given: f"{task_queue}-notify"). OBSERVE(workflow_id) -> JSON
 returns your view of a run's final state (your rows, run-specific ids masked), given the root
-workflow id. DRIVE(handle) sends the signals and updates the run waits for; it runs beside every
-run. Each may be sync or async.
+workflow id; --http records the effectful HTTP requests the workers send instead, or as well.
+DRIVE(handle) sends the signals and updates the run waits for; it runs beside every run. Each
+may be sync or async.
 Worker processes inherit this command's working directory and environment.
 
 Boundaries are the activities and local activities of the run's whole tree: child workflows at
@@ -60,6 +62,7 @@ from temporal_crashtest._crash_test import (
 from temporal_crashtest._errors import CrashTestError, InputError
 from temporal_crashtest._exits import EXIT_ALL_MATCH, EXIT_BAD_INPUT, EXIT_SOME_DIFFER, exit_now
 from temporal_crashtest._forkserver import fork_here
+from temporal_crashtest._http import DEFAULT_KEY_HEADER, DEFAULT_PAID, HttpObserver
 from temporal_crashtest._loading import load_callable, workflow_type
 from temporal_crashtest._model import NEW, OLD, Observe, Target
 from temporal_crashtest._outputs import OutputError, check_output, write_output
@@ -104,7 +107,28 @@ def _what_to_test(add: Add) -> None:
     add("--worker", required=True, help="MODULE:FACTORY, (client, task_queue) -> Worker")
     add("--workflow", required=True, help="MODULE:CLASS (or the workflow type name)")
     add("--input", required=True, help="the workflow's argument, as JSON or @FILE holding JSON")
-    add("--observe", required=True, help="MODULE:FUNC, (workflow_id) -> JSON")
+    add("--observe", help="MODULE:FUNC, (workflow_id) -> JSON (--http, or both, or this)")
+    add(
+        "--http",
+        nargs="?",
+        const="",
+        metavar="HOST[,HOST...]",
+        help="the HTTP observer: record the effectful requests (not GET, HEAD, OPTIONS) the "
+        "workers send through httpx, requests or aiohttp, to these hosts (none named: every "
+        "host), before each is sent; a repeat with the same idempotency key counts once",
+    )
+    add(
+        "--http-key-header",
+        default=DEFAULT_KEY_HEADER,
+        metavar="NAME",
+        help=f"the header that carries a request's idempotency key (default {DEFAULT_KEY_HEADER})",
+    )
+    add(
+        "--http-paid",
+        metavar="HOST[:PORT][/PATH][,...]",
+        help="where requests are paid calls, every one counted (default: the model providers' "
+        "API hosts, api.openai.com, api.anthropic.com, ...)",
+    )
     add(
         "--deploy-to",
         metavar="MODULE:FACTORY",
@@ -230,7 +254,7 @@ def progress(done: int, total: int, cell: Cell) -> None:
     )
 
 
-def from_args(args: argparse.Namespace) -> tuple[Target, Observe, CrashTestOptions]:
+def from_args(args: argparse.Namespace) -> tuple[Target, Observe | None, CrashTestOptions]:
     """The one call's arguments, every one checked before anything starts."""
     workflow_input = read_json(args.input, "--input")
     for path, flag in outputs(args):
@@ -262,10 +286,26 @@ def from_args(args: argparse.Namespace) -> tuple[Target, Observe, CrashTestOptio
         progress=progress,
         say=say,
         shard=parse_shard(args.shard) if args.shard else None,
+        http=_http_observer(args),
     )
+    if args.observe is None and options.http is None:
+        raise InputError("nothing observes the runs: give --observe MODULE:FUNC, --http, or both")
     options.check()
     check_target(target)
-    return target, load_callable(args.observe, "--observe"), options
+    observe = load_callable(args.observe, "--observe") if args.observe else None
+    return target, observe, options
+
+
+def _http_observer(args: argparse.Namespace) -> HttpObserver | None:
+    if args.http is None:
+        if args.http_paid is not None or args.http_key_header != DEFAULT_KEY_HEADER:
+            raise InputError("--http-paid and --http-key-header go with --http")
+        return None
+    listed = [h.strip() for h in args.http.split(",") if h.strip()]
+    paid = DEFAULT_PAID
+    if args.http_paid is not None:
+        paid = tuple(p.strip() for p in args.http_paid.split(",") if p.strip())
+    return HttpObserver(hosts=tuple(listed), key_header=args.http_key_header, paid=paid)
 
 
 def _tree(path: str | None) -> str | None:
@@ -333,7 +373,7 @@ def _stop_on_signals() -> list[int]:
 async def main(
     args: argparse.Namespace,
     target: Target,
-    observe: Observe,
+    observe: Observe | None,
     options: CrashTestOptions,
     forked: ForkedServer | NotForked,
 ) -> int:

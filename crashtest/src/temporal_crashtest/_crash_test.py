@@ -29,6 +29,7 @@ from temporal_crashtest._errors import (
 from temporal_crashtest._forkserver import CANNOT_IMPORT
 from temporal_crashtest._groups import run_cells
 from temporal_crashtest._hazards import deploy_hazards
+from temporal_crashtest._http import HttpObserver
 from temporal_crashtest._loading import load_callable, load_data_converter, load_plugins
 from temporal_crashtest._model import NEW, OLD, Drive, Observe, Reference, Target, to_json
 from temporal_crashtest._points import MAX_REPEAT, CrashPoint
@@ -87,6 +88,8 @@ class CrashTestOptions:
         say: called with each line of progress (the server used, the reference, the points).
         shard: (K, N): run shard K of N's share of the crash points (`_shards`), its report
             standing alone; `merge` puts the N reports together.
+        http: record the effectful HTTP requests the workers send (`HttpObserver`) and compare
+            them as part of the final state; with it, `observe` may be None.
     """
 
     points: Sequence[str] | None = None
@@ -105,6 +108,7 @@ class CrashTestOptions:
     progress: Callable[[int, int, Cell], None] | None = None
     say: Callable[[str], None] | None = None
     shard: tuple[int, int] | None = None
+    http: HttpObserver | None = None
 
     def check(self) -> None:
         """InputError (or CrashPointError) for an option out of range, before anything starts."""
@@ -129,6 +133,8 @@ class CrashTestOptions:
             parse_shard("/".join(map(str, self.shard)))
         if self.dev_server and self.address:
             raise InputError("a private dev server and an address: give one or the other")
+        if self.http is not None:
+            self.http.check()
 
 
 def check_target(target: Target) -> None:
@@ -150,14 +156,15 @@ def check_target(target: Target) -> None:
 
 
 async def run_crash_test(
-    target: Target, observe: Observe, options: CrashTestOptions | None = None
+    target: Target, observe: Observe | None, options: CrashTestOptions | None = None
 ) -> Report:
     """Crash-test `target` at every boundary of its run (or at `options.points`).
 
     Args:
         target: the worker factory, the workflow and its input (and the workers' data converter,
             plugins and environment).
-        observe: `observe(workflow_id)`, your view of a run's final state (sync or async).
+        observe: `observe(workflow_id)`, your view of a run's final state (sync or async);
+            None with `options.http`: the HTTP requests are the final state.
         options: how it runs (`CrashTestOptions`); None: the defaults.
 
     Returns:
@@ -173,11 +180,18 @@ async def run_crash_test(
 
 
 async def crash_test(
-    target: Target, observe: Observe, options: CrashTestOptions, forked: ForkedServer | NotForked
+    target: Target,
+    observe: Observe | None,
+    options: CrashTestOptions,
+    forked: ForkedServer | NotForked,
 ) -> Report:
     """`run_crash_test`, with the fork server the command forked before its event loop started
     (`fork_here`), or why it could not."""
     options.check()
+    if observe is None and options.http is None:
+        raise InputError(
+            "nothing observes the runs: give an observe function, the HTTP observer, or both"
+        )
     check_target(target)
     if options.expect_version is not None and target.deploy_to is None:
         raise InputError(
@@ -229,7 +243,7 @@ def _report_for(target: Target, reference: Reference, options: CrashTestOptions)
 
 async def _crash_test(
     target: Target,
-    observe: Observe,
+    observe: Observe | None,
     options: CrashTestOptions,
     forked: ForkedServer | NotForked,
     log_dir: Path,
@@ -258,6 +272,7 @@ async def _crash_test(
             namespace=namespace,
             deadline_s=options.deadline_s,
             real_timeouts=options.real_timeouts,
+            http=options.http,
         )
         reference = await _references(runner, target, say)
         reference = replace(reference, pinned=options.expect_version)

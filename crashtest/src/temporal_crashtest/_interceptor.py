@@ -61,6 +61,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.exceptions import ApplicationError
 
 from temporal_crashtest._errors import CrashPointError
+from temporal_crashtest._http import SENDER, Sender
 from temporal_crashtest._points import CrashPoint, Moment
 from temporal_crashtest._status import StatusWriter
 
@@ -431,6 +432,8 @@ class _CrashingActivity(worker.ActivityInboundInterceptor):
             attempt=info.attempt,
         )
         stamp = decode_stamp(input.headers.get(STAMP_HEADER))
+        if stamp is not None:  # whom the HTTP observer's records of this attempt belong to
+            SENDER.set(Sender(stamp.root, stamp.label(), info.attempt))
         site = self.crash.site
         if stamp is None or site is None or self.crash.workflow_id not in (None, stamp.root):
             return await super().execute_activity(input)

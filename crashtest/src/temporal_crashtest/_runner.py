@@ -51,6 +51,9 @@ from temporal_crashtest._history import (
     unexplained_task_timeouts,
     with_likely_cause,
 )
+from temporal_crashtest._http import LOG_NAME as HTTP_LOG
+from temporal_crashtest._http import HttpObserver, worker_env
+from temporal_crashtest._http import observed as observed_requests
 from temporal_crashtest._interceptor import Attempt, CrashSite
 from temporal_crashtest._model import CellPoint, Drive, Observe, Reference, Target, to_json
 from temporal_crashtest._polling import (
@@ -211,14 +214,17 @@ class Runner:
         client: Client,
         address: str,
         procs: Processes,
-        observe: Observe,
+        observe: Observe | None,
         *,
         drive: Drive | None = None,
         namespace: str = "default",
         deadline_s: float = DEFAULT_DEADLINE_S,
         real_timeouts: bool = False,
+        http: HttpObserver | None = None,
     ) -> None:
         self.client = client
+        self.http = http
+        self.http_env = worker_env(http, procs.log_dir)
         self.real_timeouts = real_timeouts  # False: fast-forward every recovery
         self.address = address
         self.namespace = namespace
@@ -258,7 +264,12 @@ class Runner:
         args += ["--status", str(status.path)]
         try:
             child = await self.procs.start_worker(
-                name, args, tree, **target.env, **{PARENT_PID_ENV: str(os.getpid())}
+                name,
+                args,
+                tree,
+                **target.env,
+                **self.http_env,
+                **{PARENT_PID_ENV: str(os.getpid())},
             )
         except BaseException:
             status.close()
@@ -295,7 +306,17 @@ class Runner:
         return read_replayed(out)
 
     async def observe(self, workflow_id: str) -> Any:
-        """The user's view of the run's end, within the deadline (`deadline_s`)."""
+        """The run's end: the user's view of it, within the deadline (`deadline_s`), the HTTP
+        requests its workers sent, or both (`{"observe": ..., "http": ...}`)."""
+        if self.http is None:
+            return await self._users_view(workflow_id)
+        sent = observed_requests(self.procs.log_dir / HTTP_LOG, workflow_id)
+        if self.observe_fn is None:
+            return sent
+        return {"observe": await self._users_view(workflow_id), "http": sent}
+
+    async def _users_view(self, workflow_id: str) -> Any:
+        assert self.observe_fn is not None
         try:
             value = await asyncio.wait_for(_call(self.observe_fn, workflow_id), self.deadline_s)
         except TimeoutError:

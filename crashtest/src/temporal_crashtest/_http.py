@@ -1,0 +1,369 @@
+"""The HTTP observer: effects seen in the requests the workers send, with no observer to write.
+
+Most agent tools take their effects through HTTP (payments, mail, chat, tickets), and every model
+call is an HTTP request that costs money. Given `CrashTestOptions.http` (`--http` on the command
+line), every worker process of the crash test records each effectful request it sends — through
+httpx, requests or aiohttp; not GET, HEAD or OPTIONS — in one file, durably (fsync) and *before*
+the request goes out, so a worker killed the moment after sending has it recorded: its method,
+host and path (segments that look like ids or tokens masked), a digest of its `Idempotency-Key`
+header (or the one configured), a digest of its body, the root workflow of the run it was sent
+for and the boundary (activity) that sent it. No header value, query value or body is written.
+
+The observed state of a run is what the receivers saw, counted: per `METHOD host/path`, each
+request without a key once, and each key once however often it was sent (the receiver refuses a
+repeat); requests to a paid host (a model provider) are paid calls, every one counted. A run
+killed after a request and before its activity's completion was recorded sends it again: keyed
+with the same key, the state is the reference's; without one, a count is one higher, the
+duplicate the crash test reports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import hashlib
+import importlib
+import json
+import os
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from temporalio import activity
+
+from temporal_crashtest._errors import InputError
+
+ENV = "CRASHTEST_HTTP"  # the recorder's settings, as JSON, in each worker process's environment
+LOG_NAME = "http-requests.jsonl"
+DEFAULT_KEY_HEADER = "Idempotency-Key"
+# Model providers' API hosts: a request to one is a paid call.
+DEFAULT_PAID = (
+    "api.openai.com",
+    "api.anthropic.com",
+    "generativelanguage.googleapis.com",
+    "api.mistral.ai",
+    "api.groq.com",
+    "api.cohere.com",
+    "api.deepseek.com",
+    "openrouter.ai",
+)
+UNEFFECTFUL = frozenset({"GET", "HEAD", "OPTIONS"})
+# A path segment of 8 or more of [A-Za-z0-9_:.=~-] holding 3 digits or more, or of 24 or more, is
+# an id or a token: masked, so that runs compare (ids differ per run) and a token in a path (a
+# bot's) is written nowhere. `httpx2-async` or `completions` stay.
+_ID_LIKE = re.compile(r"^(?:(?=(?:\D*\d){3})[\w:.=~-]{8,}|[\w:.=~-]{24,})$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class HttpObserver:
+    """What the HTTP observer records (`CrashTestOptions.http`, `--http`).
+
+    Args:
+        hosts: the hosts whose requests are effects (`HOST` or `HOST:PORT`); empty: every host.
+        key_header: the header that carries a request's idempotency key.
+        paid: `HOST[:PORT][/PATH]` prefixes whose requests are paid calls (model providers').
+        methods: the methods that are effects; empty: every method but GET, HEAD and OPTIONS.
+    """
+
+    hosts: tuple[str, ...] = ()
+    key_header: str = DEFAULT_KEY_HEADER
+    paid: tuple[str, ...] = DEFAULT_PAID
+    methods: tuple[str, ...] = ()
+
+    def check(self) -> None:
+        for spec in (*self.hosts, *self.paid):
+            if not spec or any(c.isspace() for c in spec) or "://" in spec:
+                raise InputError(
+                    f"an HTTP host is HOST, HOST:PORT (or, for --http-paid, HOST[:PORT]/PATH), "
+                    f"not {spec!r}"
+                )
+        if not re.fullmatch(r"[A-Za-z0-9-]+", self.key_header):
+            raise InputError(
+                f"an HTTP header name is letters, digits and '-', not {self.key_header!r}"
+            )
+
+    def effectful(self, method: str, netloc: str) -> bool:
+        if self.methods:
+            if method.upper() not in {m.upper() for m in self.methods}:
+                return False
+        elif method.upper() in UNEFFECTFUL:
+            return False
+        return not self.hosts or _host_matches(netloc, self.hosts)
+
+    def is_paid(self, netloc: str, path: str) -> bool:
+        target = f"{netloc}{path}"
+        host = netloc.split(":")[0]
+        return any(
+            target.startswith(spec) or (("/" not in spec) and spec in (host, netloc))
+            for spec in self.paid
+        )
+
+
+def _host_matches(netloc: str, hosts: Iterable[str]) -> bool:
+    host = netloc.split(":")[0]
+    return any(h in (netloc, host) for h in hosts)
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """The recorder's settings in a worker process: the observer and its file."""
+
+    observer: HttpObserver
+    log: Path
+
+    def to_env(self) -> dict[str, str]:
+        return {ENV: json.dumps({"observer": asdict(self.observer), "log": str(self.log)})}
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> _Settings | None:
+        raw = environ.get(ENV)
+        if not raw:
+            return None
+        data = json.loads(raw)
+        given = data["observer"]
+        observer = HttpObserver(
+            hosts=tuple(given["hosts"]),
+            key_header=given["key_header"],
+            paid=tuple(given["paid"]),
+            methods=tuple(given["methods"]),
+        )
+        return cls(observer, Path(data["log"]))
+
+
+def worker_env(observer: HttpObserver | None, log_dir: Path) -> dict[str, str]:
+    """The environment that makes a worker process record for `observer` (none: {})."""
+    return {} if observer is None else _Settings(observer, log_dir / LOG_NAME).to_env()
+
+
+# --- In the worker process: where a request is sent from, and the record ------------------------
+
+
+@dataclass(frozen=True)
+class Sender:
+    """The run and boundary a request is sent for (set by the crash interceptor per attempt)."""
+
+    root: str
+    boundary: str
+    attempt: int
+
+
+SENDER: contextvars.ContextVar[Sender | None] = contextvars.ContextVar("crashtest_http_sender")
+
+
+def _sender() -> Sender | None:
+    found = SENDER.get(None)
+    if found is not None:
+        return found
+    with contextlib.suppress(RuntimeError):  # not in an activity
+        info = activity.info()
+        if info.workflow_id:
+            return Sender(
+                info.workflow_id, f"{info.activity_type} {info.activity_id}", info.attempt
+            )
+    return None
+
+
+def digest(data: bytes | str | None) -> str | None:
+    if data is None:
+        return None
+    raw = data.encode() if isinstance(data, str) else data
+    return hashlib.sha256(raw).hexdigest()[:12]
+
+
+def masked_path(path: str) -> str:
+    parts = path.split("/")
+    return "/".join(":id" if _ID_LIKE.match(p) else p for p in parts) or "/"
+
+
+@dataclass
+class _Recorder:
+    settings: _Settings
+    _fd: int | None = field(default=None, init=False)
+
+    def record(
+        self,
+        library: str,
+        method: str,
+        url: str,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None,
+        body: bytes | str | None,
+    ) -> None:
+        parts = urlsplit(url)
+        netloc = parts.hostname or ""
+        if parts.port is not None:
+            netloc += f":{parts.port}"
+        observer = self.settings.observer
+        if not observer.effectful(method, netloc):
+            return
+        sender = _sender()
+        path = parts.path or "/"
+        row = {
+            "root": sender.root if sender else None,
+            "boundary": sender.boundary if sender else None,
+            "attempt": sender.attempt if sender else None,
+            "library": library,
+            "method": method.upper(),
+            "target": f"{netloc}{masked_path(path)}",
+            "key": digest(_header(headers, observer.key_header)),
+            "body": digest(body),
+            "paid": observer.is_paid(netloc, path),
+            "pid": os.getpid(),
+        }
+        if self._fd is None:
+            self._fd = os.open(self.settings.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        os.write(self._fd, (json.dumps(row) + "\n").encode())
+        os.fsync(self._fd)
+
+
+def _header(headers: Mapping[str, str] | Iterable[tuple[str, str]] | None, name: str) -> str | None:
+    if headers is None:
+        return None
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    wanted = name.lower()
+    for key, value in items:
+        key_text = key.decode() if isinstance(key, bytes) else str(key)
+        if key_text.lower() == wanted:
+            return value.decode() if isinstance(value, bytes) else str(value)
+    return None
+
+
+_PATCHED = "_crashtest_http_patched"
+
+
+def install_from_env(environ: Mapping[str, str] = os.environ) -> bool:
+    """In a worker process: record for the settings in the environment, if any. True if so."""
+    settings = _Settings.from_env(environ)
+    if settings is None:
+        return False
+    recorder = _Recorder(settings)
+    for patch in (_patch_httpx, _patch_requests, _patch_aiohttp):
+        patch(recorder.record)
+    return True
+
+
+Record = Callable[[str, str, str, Any, Any], None]
+
+
+def _patch_httpx(record: Record) -> None:
+    for name in ("httpx", "httpx2"):  # httpx2: the fork openai's client uses
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        _patch_httpx_module(module, name, record)
+
+
+def _httpx_body(request: Any) -> bytes | None:
+    try:
+        return bytes(request.content)
+    except Exception:  # a streamed body not read yet: only its presence is known
+        return b"<stream>"
+
+
+def _patch_httpx_module(module: Any, name: str, record: Record) -> None:
+    sync_cls, async_cls = module.Client, module.AsyncClient
+    if getattr(sync_cls, _PATCHED, False):
+        return
+    sync_send, async_send = sync_cls.send, async_cls.send
+
+    def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+        record(name, request.method, str(request.url), request.headers.raw, _httpx_body(request))
+        return sync_send(self, request, *args, **kwargs)
+
+    async def asend(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+        record(name, request.method, str(request.url), request.headers.raw, _httpx_body(request))
+        return await async_send(self, request, *args, **kwargs)
+
+    sync_cls.send, async_cls.send = send, asend
+    setattr(sync_cls, _PATCHED, True)
+
+
+def _patch_requests(record: Record) -> None:
+    try:
+        session = importlib.import_module("requests").Session
+    except ImportError:
+        return
+    if getattr(session, _PATCHED, False):
+        return
+    original = session.send
+
+    def send(self: Any, request: Any, **kwargs: Any) -> Any:
+        body = request.body if isinstance(request.body, bytes | str | None) else b"<stream>"
+        record("requests", request.method or "GET", request.url or "", request.headers, body)
+        return original(self, request, **kwargs)
+
+    session.send = send
+    setattr(session, _PATCHED, True)
+
+
+def _aiohttp_body(kwargs: Mapping[str, Any]) -> bytes | str | None:
+    if kwargs.get("json") is not None:
+        return json.dumps(kwargs["json"], sort_keys=True)
+    data = kwargs.get("data")
+    if data is None or isinstance(data, bytes | str):
+        return data
+    return b"<stream>"
+
+
+def _patch_aiohttp(record: Record) -> None:
+    try:
+        session = importlib.import_module("aiohttp").ClientSession
+    except ImportError:
+        return
+    original = getattr(session, "_request", None)  # not public (aiohttp 3.x); absent: no patch
+    if original is None or getattr(session, _PATCHED, False):
+        return
+
+    async def request(self: Any, method: str, str_or_url: Any, **kwargs: Any) -> Any:
+        url = str(str_or_url)
+        build = getattr(self, "_build_url", None)
+        if callable(build):
+            with contextlib.suppress(Exception):
+                url = str(build(str_or_url))
+        headers = dict(self.headers)
+        headers.update(kwargs.get("headers") or {})
+        record("aiohttp", method, url, headers, _aiohttp_body(kwargs))
+        return await original(self, method, str_or_url, **kwargs)
+
+    session._request = request
+    setattr(session, _PATCHED, True)
+
+
+# --- In the crash test: the observed state ------------------------------------------------------
+
+
+def requests_of(log: Path, root: str) -> list[dict[str, Any]]:
+    """The records of the requests sent for the run rooted at `root`, in the order sent."""
+    if not log.exists():
+        return []
+    rows = []
+    for line in log.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:  # cut by a kill mid-write: it was never sent
+            continue
+        if row.get("root") == root:
+            rows.append(row)
+    return rows
+
+
+def observed(log: Path, root: str) -> dict[str, Any]:
+    """The run's HTTP effects as the receivers saw them (see the module's docstring)."""
+    effects: Counter[str] = Counter()
+    paid: Counter[str] = Counter()
+    keys: set[tuple[str, str]] = set()
+    for row in requests_of(log, root):
+        name = f"{row['method']} {row['target']}"
+        if row["paid"]:
+            paid[name] += 1
+            continue
+        if row["key"] is not None:
+            if (name, row["key"]) in keys:
+                continue
+            keys.add((name, row["key"]))
+        effects[name] += 1
+    return {"requests": dict(sorted(effects.items())), "paid calls": dict(sorted(paid.items()))}

@@ -1,0 +1,91 @@
+"""The HTTP observer's recorder, in a process of its own as in a worker: every library it watches
+records each effectful request before sending it, and what it writes holds no secret."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from temporal_crashtest import HttpObserver
+from temporal_crashtest._http import LOG_NAME, masked_path, observed, requests_of, worker_env
+
+PROGRAM = Path(__file__).parent / "http_libraries.py"
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_every_library_records_each_effect_before_sending_it(tmp_path: Path) -> None:
+    here, other = f"127.0.0.1:{closed_port()}", f"127.0.0.1:{closed_port()}"
+    observer = HttpObserver(hosts=(here,), paid=(f"{here}/v1/",))
+    env = {**os.environ, **worker_env(observer, tmp_path)}
+    done = subprocess.run(
+        [sys.executable, str(PROGRAM), f"http://{here}", f"http://{other}"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    used = json.loads(done.stdout)
+    assert {"httpx", "httpx2", "requests", "aiohttp"} & set(used), used
+
+    log = tmp_path / LOG_NAME
+    rows = requests_of(log, "wf-libraries")
+    sent = {(r["library"], r["method"], r["target"]) for r in rows}
+    state = observed(log, "wf-libraries")
+    for name in used:
+        library = name.removesuffix("-async")
+        # Nothing listens: every request failed, and each effectful one was recorded first.
+        assert (library, "POST", f"{here}/{name}/charges") in sent, (name, sent)
+        # Sent twice with one key: the receiver refuses the repeat, so it counts once.
+        assert state["requests"][f"POST {here}/{name}/charges"] == 1
+        assert state["requests"][f"POST {here}/{name}/mail"] == 1
+        assert state["paid calls"][f"PUT {here}/v1/{name}/answer"] == 1
+    assert not [r for r in rows if r["method"] == "GET"], "a GET is not an effect"
+    assert not [r for r in rows if r["target"].startswith(other)], "a host not watched"
+    assert {r["boundary"] for r in rows} == {"test"}
+    text = log.read_text()
+    for secret in ("sk-planted-header-secret-4242", "planted-query-secret-4242", "k-httpx"):
+        assert secret not in text
+
+
+def test_a_repeat_without_a_key_is_the_duplicate(tmp_path: Path) -> None:
+    log = tmp_path / LOG_NAME
+    rows = [
+        {"root": "wf", "method": "POST", "target": "h/charges", "key": None, "paid": False},
+        {"root": "wf", "method": "POST", "target": "h/charges", "key": None, "paid": False},
+        {"root": "wf", "method": "POST", "target": "h/mail", "key": "a1", "paid": False},
+        {"root": "wf", "method": "POST", "target": "h/mail", "key": "a1", "paid": False},
+        {"root": "wf", "method": "POST", "target": "h/mail", "key": "b2", "paid": False},
+        {"root": "other", "method": "POST", "target": "h/mail", "key": None, "paid": False},
+    ]
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"root": "wf", "meth')
+    assert observed(log, "wf") == {
+        "requests": {"POST h/charges": 2, "POST h/mail": 2},
+        "paid calls": {},
+    }
+
+
+def test_ids_and_tokens_in_paths_are_masked() -> None:
+    assert masked_path("/bot123456:AAH-secret_token/sendMessage") == "/:id/sendMessage"
+    assert masked_path("/v1/customers/cus_9Xh2k3LmN0/charges") == "/v1/customers/:id/charges"
+    assert masked_path("/v1/chat/completions") == "/v1/chat/completions"
+
+
+def test_nothing_to_observe_and_a_url_for_a_host_are_one_line_each() -> None:
+    run = [sys.executable, "-m", "temporal_crashtest", "run", "--worker", "x:y", "--workflow", "W",
+           "--input", "1"]  # fmt: skip
+    for extra, said in [
+        ([], "nothing observes the runs: give --observe MODULE:FUNC, --http, or both"),
+        (["--http", "https://api.stripe.com"], "an HTTP host is HOST, HOST:PORT"),
+        (["--http-paid", "api.x.test"], "--http-paid and --http-key-header go with --http"),
+    ]:
+        done = subprocess.run([*run, *extra], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2, done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and said in lines[0], lines
