@@ -4,8 +4,8 @@
         (--observe MODULE:FUNC | --http [HOSTS] | both) [--drive MODULE:FUNC] \\
         [--expect JSON|@FILE] [--points LIST] [--repeat N] [--plugin MODULE:NAME]... \\
         [--data-converter MODULE:NAME] [--json PATH] [--markdown PATH] [--junit-xml PATH] \\
-        [--jobs N] [--address HOST:PORT | --dev-server] [--deadline-s S] [--logs DIR] \\
-        [--real-timeouts] [--exact] [--shard K/N]
+        [--html PATH] [--jobs N] [--address HOST:PORT | --dev-server] [--deadline-s S] \\
+        [--logs DIR] [--real-timeouts] [--exact] [--shard K/N]
 
 FACTORY(client, task_queue) -> Worker builds your worker on the client it is given (which
 carries crashtest's interceptor); or a list of Workers, one per task queue the process serves
@@ -62,6 +62,7 @@ from temporal_crashtest._crash_test import (
 from temporal_crashtest._errors import CrashTestError, InputError
 from temporal_crashtest._exits import EXIT_ALL_MATCH, EXIT_BAD_INPUT, EXIT_SOME_DIFFER, exit_now
 from temporal_crashtest._forkserver import fork_here
+from temporal_crashtest._html import html_report
 from temporal_crashtest._http import DEFAULT_KEY_HEADER, DEFAULT_PAID, HttpObserver
 from temporal_crashtest._loading import load_callable, workflow_type
 from temporal_crashtest._model import NEW, OLD, Observe, Target
@@ -96,6 +97,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     merge.add_argument("--json", type=Path, help="write the merged report as JSON here")
     merge.add_argument("--markdown", type=Path, help="write the merged table as Markdown here")
     merge.add_argument("--junit-xml", type=Path, help="write the merged JUnit XML here")
+    merge.add_argument("--html", type=Path, help="write the merged HTML report here")
     return parser.parse_args(argv)
 
 
@@ -211,6 +213,12 @@ def _what_to_write(add: Add) -> None:
     add("--json", type=Path, help="write the report as JSON here")
     add("--markdown", type=Path, help="write the table as Markdown here")
     add(
+        "--html",
+        type=Path,
+        help="write one self-contained HTML page here: the verdicts, each run's timeline, "
+        "links to the web UI, what was not tested",
+    )
+    add(
         "--junit-xml",
         type=Path,
         help="write JUnit XML here: a testcase per crash point (the untested ones skipped)",
@@ -287,6 +295,8 @@ def from_args(args: argparse.Namespace) -> tuple[Target, Observe | None, CrashTe
         say=say,
         shard=parse_shard(args.shard) if args.shard else None,
         http=_http_observer(args),
+        # the HTML report draws them; a shard's JSON keeps them for `merge --html`
+        timelines=args.html is not None or (args.shard is not None and args.json is not None),
     )
     if args.observe is None and options.http is None:
         raise InputError("nothing observes the runs: give --observe MODULE:FUNC, --http, or both")
@@ -315,7 +325,12 @@ def _tree(path: str | None) -> str | None:
 
 def outputs(args: argparse.Namespace) -> list[tuple[Path, str]]:
     """The report files asked for, with the flag that named each."""
-    named = [(args.json, "--json"), (args.markdown, "--markdown"), (args.junit_xml, "--junit-xml")]
+    named = [
+        (args.json, "--json"),
+        (args.markdown, "--markdown"),
+        (args.junit_xml, "--junit-xml"),
+        (args.html, "--html"),
+    ]
     return [(path, flag) for path, flag in named if path is not None]
 
 
@@ -326,6 +341,7 @@ def write_outputs(args: argparse.Namespace, report: Report) -> list[str]:
         "--json": report.json_bytes,
         "--markdown": lambda: (report.table(markdown=True) + "\n").encode(),
         "--junit-xml": lambda: junit_xml(report).encode(),
+        "--html": lambda: html_report(report).encode(),
     }
     failed = []
     for path, flag in outputs(args):

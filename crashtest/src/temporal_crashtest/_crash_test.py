@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from temporal_crashtest._connect import configured, connect
-from temporal_crashtest._devserver import LOCAL_SERVER, PrivateDevServer, listening
+from temporal_crashtest._devserver import (
+    LOCAL_HOSTS,
+    LOCAL_SERVER,
+    LOCAL_UI_PORT,
+    PrivateDevServer,
+    listening,
+)
 from temporal_crashtest._errors import (
     CrashTestAborted,
     CrashTestError,
@@ -90,6 +96,8 @@ class CrashTestOptions:
             standing alone; `merge` puts the N reports together.
         http: record the effectful HTTP requests the workers send (`HttpObserver`) and compare
             them as part of the final state; with it, `observe` may be None.
+        timelines: keep each run's timeline in the report (`Report.timelines`: what the HTML
+            report draws); one more history read per run.
     """
 
     points: Sequence[str] | None = None
@@ -109,6 +117,7 @@ class CrashTestOptions:
     say: Callable[[str], None] | None = None
     shard: tuple[int, int] | None = None
     http: HttpObserver | None = None
+    timelines: bool = False
 
     def check(self) -> None:
         """InputError (or CrashPointError) for an option out of range, before anything starts."""
@@ -273,10 +282,15 @@ async def _crash_test(
             deadline_s=options.deadline_s,
             real_timeouts=options.real_timeouts,
             http=options.http,
+            timelines=options.timelines,
         )
         reference = await _references(runner, target, say)
         reference = replace(reference, pinned=options.expect_version)
         report = _report_for(target, reference, options)
+        report.reference_workflow_id = runner.reference_workflow_id
+        report.namespace = namespace
+        report.ui_url = _ui_url(address, server)
+        report.timelines = runner.timelines  # filled in as the cells run
         if reference.deployed:
             replayed = await runner.replay_pass(target, reference.tree)
             say(summary(replayed, target.version_name(deployed=True)))
@@ -291,6 +305,17 @@ async def _crash_test(
             server.stop()
     report.seconds = round(time.monotonic() - started, 1)
     return report
+
+
+def _ui_url(address: str, server: PrivateDevServer | None) -> str | None:
+    """The web UI's address: TEMPORAL_UI_URL, else the local dev server's (a private one has
+    none: it runs headless), else not known."""
+    given = os.environ.get("TEMPORAL_UI_URL")
+    if given:
+        return given if given.startswith(("http://", "https://")) else None
+    if server is None and address in (f"{h}:{LOCAL_SERVER[1]}" for h in LOCAL_HOSTS):
+        return f"http://localhost:{LOCAL_UI_PORT}"
+    return None
 
 
 async def _references(runner: Runner, target: Target, say: Callable[[str], None]) -> Reference:

@@ -38,6 +38,8 @@ DYNAMIC_CONFIG = {
 SQLITE_PRAGMAS = {"journal_mode": "wal"}
 START_TIMEOUT_S = 60
 LOCAL_SERVER = ("127.0.0.1", 7233)  # where `temporal server start-dev` listens by default
+LOCAL_HOSTS = ("127.0.0.1", "localhost")
+LOCAL_UI_PORT = 8233  # ... and its web UI
 
 
 def temporal_cli() -> Path | None:

@@ -119,6 +119,11 @@ class Report:
     replay: list[dict[str, Any]] = field(default_factory=list)
     shard: str | None = None  # "K/N": this report holds shard K's crash points (`--shard`)
     points_in_all: int = 0  # the crash points of every shard together (0: not sharded)
+    reference_workflow_id: str = ""  # the run without a crash, to find it in the web UI
+    namespace: str = "default"
+    ui_url: str | None = None  # the Temporal web UI's address (None: not known)
+    # each run's timeline (`_timeline`), by workflow id, when kept (`CrashTestOptions.timelines`)
+    timelines: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

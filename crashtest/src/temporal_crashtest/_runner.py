@@ -69,6 +69,7 @@ from temporal_crashtest._processes import Child, Processes
 from temporal_crashtest._replay import Replayed, read_replayed, write_cuts
 from temporal_crashtest._report import Cell
 from temporal_crashtest._status import WorkerStatus
+from temporal_crashtest._timeline import Timeline, timeline_of
 from temporal_crashtest.worker import GO, PARENT_PID_ENV
 
 DEFAULT_DEADLINE_S = 120.0
@@ -221,9 +222,13 @@ class Runner:
         deadline_s: float = DEFAULT_DEADLINE_S,
         real_timeouts: bool = False,
         http: HttpObserver | None = None,
+        timelines: bool = False,
     ) -> None:
         self.client = client
         self.http = http
+        self.keep_timelines = timelines
+        self.timelines: dict[str, Any] = {}  # workflow id -> its run's timeline, as JSON
+        self.reference_workflow_id = ""
         self.http_env = worker_env(http, procs.log_dir)
         self.real_timeouts = real_timeouts  # False: fast-forward every recovery
         self.address = address
@@ -357,7 +362,24 @@ class Runner:
                 "crash" + "".join(f"; {u.boundary}: {u.why}" for u in tree.untested)
             )
         observed = await self.observe(run.workflow_id)
+        self.reference_workflow_id = self.reference_workflow_id or run.workflow_id
+        if self.keep_timelines:
+            self._keep(run.workflow_id, timeline_of(tree.runs))
         return Reference(observed, tree, run.end)
+
+    async def _keep_timeline(self, run: _Run) -> None:
+        """Keep the run's timeline (`keep_timelines`); one that cannot be read is left out."""
+        if not self.keep_timelines or run.handle is None:
+            return
+        try:
+            histories = await self._histories(run.handle)
+        except RPCError:
+            return
+        self._keep(run.workflow_id, timeline_of(histories, run.kills))
+
+    def _keep(self, workflow_id: str, timeline: Timeline | None) -> None:
+        if timeline is not None:
+            self.timelines[workflow_id] = timeline.to_json()
 
     async def cell(self, target: Target, point: CellPoint | None, reference: Reference) -> Cell:
         """One crash (None: no crash) or reset, compared with the reference."""
@@ -387,6 +409,7 @@ class Runner:
             observed = await self.observe(run.workflow_id)
         except CrashTestAborted as err:
             observed, error = None, error or str(err)
+        await self._keep_timeline(run)
         diff = error or reference.differs(run.end, observed)
         activity = point.boundary.label if point else ""
         labels = {f"{b.scope}:{b.position}": b.label for b in reference.boundaries}
@@ -459,6 +482,7 @@ class Runner:
                 observed = await self.observe(run.workflow_id)
             except CrashTestAborted as err:
                 why = str(err)
+        await self._keep_timeline(run)
         if why is None and run.unexplained:
             why = "a workflow task or an activity attempt ended that no kill ended"
         if why is None:

@@ -113,6 +113,7 @@ def merge_reports(reports: Sequence[tuple[str, Report]]) -> Report:
         groups=sum(r.groups for _, r in reports),
         shard=None,
         points_in_all=len(cells),
+        timelines={k: v for _, r in reports for k, v in r.timelines.items()},
     )
     order = _cell_order(merged)
     merged.cells = sorted(cells, key=lambda c: order[c.crash_at])

@@ -1,0 +1,155 @@
+"""A run's timeline, for the HTML report: each activity of the run's tree as a bar on one time
+axis (scheduled, the attempt that ended it started, closed), the kills, the workflow tasks that
+failed or timed out (a retry), and the run's end; times in seconds from the run's start.
+
+Temporal's history records only the attempt that ended an activity (its start event carries the
+attempt number): earlier attempts show as the wait between scheduling and that start."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+
+from temporal_crashtest._history import RunHistory
+
+_CLOSED = {
+    EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED: "completed",
+    EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED: "failed",
+    EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT: "timed out",
+    EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED: "canceled",
+}
+_TASK_TROUBLE = {
+    EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED: "workflow task failed",
+    EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT: "workflow task timed out",
+}
+_RUN_ENDS = {
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW,
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Bar:
+    label: str  # the activity type, with the run's scope below the root
+    scheduled: float
+    started: float | None  # the attempt that ended it (None: never started)
+    closed: float | None  # None: still open at the run's end
+    attempt: int  # that attempt's number
+    outcome: str  # completed | failed | timed out | canceled | open
+
+
+@dataclass(frozen=True, kw_only=True)
+class Mark:
+    at: float
+    what: str  # "killed", "workflow task timed out", "run ended", ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class Timeline:
+    workflow_id: str
+    run_id: str  # the first run's: the web UI's link
+    length: float  # seconds from the run's start to its last event
+    bars: list[Bar] = field(default_factory=list)
+    marks: list[Mark] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Timeline:
+        return cls(
+            workflow_id=data["workflow_id"],
+            run_id=data["run_id"],
+            length=data["length"],
+            bars=[Bar(**b) for b in data["bars"]],
+            marks=[Mark(**m) for m in data["marks"]],
+        )
+
+
+def _time(event: HistoryEvent) -> datetime:
+    return event.event_time.ToDatetime(tzinfo=UTC)
+
+
+def timeline_of(runs: Sequence[RunHistory], kills: Sequence[datetime] = ()) -> Timeline | None:
+    """The timeline of a run's tree (`runs`, the root's first run first) and the kills (UTC)."""
+    if not runs or not runs[0].history.events:
+        return None
+    start = _time(runs[0].history.events[0])
+    last = start
+
+    def at(when: datetime) -> float:
+        return round((when - start).total_seconds(), 3)
+
+    bars: list[Bar] = []
+    marks: list[Mark] = []
+    for run in runs:
+        scope = "" if run is runs[0] else f"{run.workflow_type} "
+        scheduled: dict[int, tuple[str, datetime]] = {}
+        started: dict[int, tuple[datetime, int]] = {}
+        for event in run.history.events:
+            when = _time(event)
+            last = max(last, when)
+            kind = event.event_type
+            if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                name = event.activity_task_scheduled_event_attributes.activity_type.name
+                scheduled[event.event_id] = (scope + name, when)
+            elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+                attrs = event.activity_task_started_event_attributes
+                started[attrs.scheduled_event_id] = (when, attrs.attempt)
+            elif kind in _CLOSED:
+                field_name = {
+                    EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED: "activity_task_completed",
+                    EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED: "activity_task_failed",
+                    EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT: "activity_task_timed_out",
+                    EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED: "activity_task_canceled",
+                }[kind]
+                attrs = getattr(event, f"{field_name}_event_attributes")
+                label, since = scheduled.pop(attrs.scheduled_event_id, ("?", when))
+                began = started.pop(attrs.scheduled_event_id, None)
+                bars.append(
+                    Bar(
+                        label=label,
+                        scheduled=at(since),
+                        started=at(began[0]) if began else None,
+                        closed=at(when),
+                        attempt=began[1] if began else 1,
+                        outcome=_CLOSED[kind],
+                    )
+                )
+            elif kind in _TASK_TROUBLE:
+                marks.append(Mark(at=at(when), what=scope + _TASK_TROUBLE[kind]))
+            elif kind in _RUN_ENDS and run is runs[0]:
+                marks.append(Mark(at=at(when), what="run ended"))
+        for event_id, (label, since) in scheduled.items():
+            began = started.get(event_id)
+            bars.append(
+                Bar(
+                    label=label,
+                    scheduled=at(since),
+                    started=at(began[0]) if began else None,
+                    closed=None,
+                    attempt=began[1] if began else 1,
+                    outcome="open",
+                )
+            )
+    for kill in kills:
+        marks.append(Mark(at=at(kill.replace(tzinfo=UTC)), what="worker killed"))
+    bars.sort(key=lambda b: b.scheduled)
+    marks.sort(key=lambda m: m.at)
+    length = max([at(last), *(m.at for m in marks)])
+    return Timeline(
+        workflow_id=runs[0].workflow_id,
+        run_id=runs[0].run_id,
+        length=length,
+        bars=bars,
+        marks=marks,
+    )
