@@ -71,6 +71,7 @@ from temporal_crashtest._points import GLOSSARY, Moment
 from temporal_crashtest._processes import ForkedServer, NotForked
 from temporal_crashtest._report import Cell, Report
 from temporal_crashtest._runner import DEFAULT_DEADLINE_S
+from temporal_crashtest._scaffold import scaffold
 from temporal_crashtest._shards import merge_reports, parse_shard
 from temporal_crashtest._text import shown
 
@@ -98,6 +99,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     merge.add_argument("--markdown", type=Path, help="write the merged table as Markdown here")
     merge.add_argument("--junit-xml", type=Path, help="write the merged JUnit XML here")
     merge.add_argument("--html", type=Path, help="write the merged HTML report here")
+    scaffold = sub.add_parser(
+        "scaffold",
+        help="write the hooks file for a workflow: the worker factory from its code, a drive "
+        "stub when it takes signals or updates; then run the command it prints",
+    )
+    scaffold.add_argument("workflow", help="MODULE:CLASS, a @workflow.defn class")
+    scaffold.add_argument(
+        "--out", type=Path, default=Path("crash_hooks.py"), help="where (default crash_hooks.py)"
+    )
+    scaffold.add_argument("--force", action="store_true", help="replace the file if it exists")
     return parser.parse_args(argv)
 
 
@@ -451,6 +462,9 @@ def cli() -> None:
     try:
         if args.command == "merge":
             exit_now(merge(args))
+        if args.command == "scaffold":
+            print(scaffold(args.workflow, args.out, force=args.force))
+            exit_now(EXIT_ALL_MATCH)
         target, observe, options = from_args(args)
         # The workers' code is imported now, and no thread runs yet: fork the fork server here.
         code = asyncio.run(main(args, target, observe, options, fork_here()))
