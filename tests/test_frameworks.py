@@ -88,15 +88,20 @@ def frameworks(temporal_address: str, tmp_path_factory: pytest.TempPathFactory) 
     return run_both_ways(runs, env, tmp_path_factory.mktemp("frameworks"), at_once=4)
 
 
-# Each framework's activities: its model's, then the two tools, the model asked for together.
+# Each framework's activities: its model's, then the two tools, the model asked for together;
+# the second model call named by what is new in its input (the tools' results; the OpenAI Agents
+# SDK's, the tool call's arguments), the first by nothing (its input is in every later call).
+TOOL_RESULTS = " (2 x milk ordered ordere…)"
 ACTIVITIES = {
     "pydantic-ai": ("agent__keyed_grocer__model_request",
                     "agent__keyed_grocer__toolset__<agent>__call_tool#1 (place_order milk)",
-                    "agent__keyed_grocer__toolset__<agent>__call_tool#2 (send_message sam)"),
-    "openai-agents": ("invoke_model_activity", "place_order", "send_message"),
-    "strands": ("invoke_model", "place_order", "send_message"),
-    "deepagents": ("deepagents.invoke_model", "place_order", "send_message"),
-    "google-adk": ("invoke_model", "place_order", "send_message"),
+                    "agent__keyed_grocer__toolset__<agent>__call_tool#2 (send_message sam)",
+                    TOOL_RESULTS),
+    "openai-agents": ("invoke_model_activity", "place_order", "send_message",
+                      ' ({"item": "milk", "quant…)'),
+    "strands": ("invoke_model", "place_order", "send_message", TOOL_RESULTS),
+    "deepagents": ("deepagents.invoke_model", "place_order", "send_message", TOOL_RESULTS),
+    "google-adk": ("invoke_model", "place_order", "send_message", TOOL_RESULTS),
 }  # fmt: skip
 
 
@@ -105,10 +110,11 @@ def test_keyed_tools_are_clean_and_unkeyed_ones_caught(
     frameworks: BothWays, framework: str
 ) -> None:
     frameworks.assert_agree(f"{framework}-keyed", f"{framework}-unkeyed")
-    model, order, tell = ACTIVITIES[framework]
+    model, order, tell, second = ACTIVITIES[framework]
     done, report = frameworks[f"{framework}-keyed"]
     assert done.returncode == 0, done.stdout + done.stderr
-    assert labels(frameworks[f"{framework}-keyed"]) == [f"{model}#1", order, tell, f"{model}#2"]
+    expected = [f"{model}#1", order, tell, f"{model}#2{second}"]
+    assert labels(frameworks[f"{framework}-keyed"]) == expected
     assert report["reference"] == TOOLS and not failing(report)
     assert untested_but_the_end(report) == []
 
@@ -132,7 +138,11 @@ def test_langgraph_tools_in_one_activity(frameworks: BothWays) -> None:
     frameworks.assert_agree("langgraph-keyed", "langgraph-per_activity", "langgraph-unkeyed")
     done, report = frameworks["langgraph-keyed"]
     assert done.returncode == 0, done.stderr
-    assert report["activities"] == ["keyed.plan#1", "keyed.tools", "keyed.plan#2"]
+    assert report["activities"] == [
+        "keyed.plan#1",
+        "keyed.tools",
+        "keyed.plan#2 (ordered 2 told sam)",
+    ]
     assert report["reference"] == TOOLS and not failing(report)
     # One key per activity drops the message as a duplicate of the order, in the reference
     # itself: every cell would "match" it; --expect says so before any cell runs.

@@ -18,7 +18,6 @@ A step is named by its type, or by its type and input where several steps share 
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from typing import Any
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 
-from temporal_crashtest._history import Boundary, Tree
+from temporal_crashtest._history import GENERATED, Boundary, Tree
 from temporal_crashtest._interceptor import ROOT_SCOPE
 from temporal_crashtest._text import shown
 
@@ -116,14 +115,6 @@ def _changed_inputs(
     ]
 
 
-# Values that differ between two runs of the same code, wherever they appear in a value: what
-# `workflow.now()` and `workflow.uuid4()` give (a framework puts them inside its messages).
-_GENERATED = re.compile(
-    r"\d{4}-\d\d-\d\d[T ][\d:.]+(Z|[+-]\d\d:?\d\d)?"
-    r"|[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}"
-)
-
-
 def _another_input(flows: tuple[_Flow, _Flow], old: Boundary, new: Boundary) -> bool:
     """Whether `new` was scheduled with another input than `old`: its hint (the input's first
     strings) differs, times and uuids aside, and so does a leaf of it (`_Flow.differs`). Two
@@ -132,7 +123,7 @@ def _another_input(flows: tuple[_Flow, _Flow], old: Boundary, new: Boundary) -> 
     past the hint's first strings going unnamed."""
     if old.input_digest == new.input_digest:
         return False
-    if _GENERATED.sub("<generated>", old.input) == _GENERATED.sub("<generated>", new.input):
+    if GENERATED.sub("<generated>", old.input) == GENERATED.sub("<generated>", new.input):
         return False
     return flows[0].differs(flows[1], old.activity_id, new.activity_id)
 
@@ -201,7 +192,7 @@ def _leaves(value: Any, path: tuple[str, ...] = ()) -> dict[tuple[str, ...], str
         for key, inner in items:
             found |= _leaves(inner, (*path, str(key)))
         return found
-    return {path: _GENERATED.sub("<generated>", json.dumps(value))}
+    return {path: GENERATED.sub("<generated>", json.dumps(value))}
 
 
 def _root_steps(tree: Tree) -> list[Boundary]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -161,6 +162,7 @@ class _Found:
     time: datetime
     reset_event_id: int
     input: str = ""
+    strings: list[str] = field(default_factory=list)  # its input's strings (`input_strings`)
     input_digest: str = ""
     retry_s: float = 0.0
     ended: datetime = datetime.min
@@ -168,14 +170,14 @@ class _Found:
     closed: str = OPEN
 
 
-def short_input(payloads: list[Payload]) -> str:
-    """A hint of which call an activity is: its input's first strings (else its first numbers)."""
+def _strings(payloads: list[Payload]) -> tuple[list[str], list[str]]:
+    """The strings of an activity's input (JSON), in order, and its other scalars."""
     if not payloads or payloads[0].metadata.get("encoding") != b"json/plain":
-        return ""
+        return [], []
     try:
         value = json.loads(payloads[0].data)
     except ValueError:
-        return ""
+        return [], []
     strings: list[str] = []
     others: list[str] = []
 
@@ -192,8 +194,57 @@ def short_input(payloads: list[Payload]) -> str:
             others.append(str(v))
 
     walk(value)
-    text = " ".join((strings or others)[:2])
+    return strings, others
+
+
+def _hint(strings: Sequence[str]) -> str:
+    text = GENERATED.sub("…", " ".join(strings[:2]))
     return text if len(text) <= INPUT_CHARS else text[: INPUT_CHARS - 1] + "…"
+
+
+def short_input(payloads: list[Payload]) -> str:
+    """A hint of which call an activity is: its input's first strings (else its first numbers)."""
+    strings, others = _strings(payloads)
+    return _hint(strings or others)
+
+
+def input_strings(payloads: list[Payload]) -> list[str]:
+    """The input's non-empty strings, their whitespace made single spaces (its numbers if it has
+    no strings): what `call_hints` compares."""
+    strings, others = _strings(payloads)
+    return [t for t in (" ".join(s.split()) for s in strings) if t] or others
+
+
+# Values that differ between two runs of the same code, wherever they appear in a value: what
+# `workflow.now()` and `workflow.uuid4()` give (a framework puts them inside its messages). Never
+# in a label, which must be the same in every run (each shard makes its own reference; `merge`
+# compares the labels); ignored where a deploy's inputs are compared (`_hazards`).
+GENERATED = re.compile(
+    r"\d{4}-\d\d-\d\d[T ][\d:.]+(Z|[+-]\d\d:?\d\d)?"
+    r"|[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}"
+)
+
+
+def call_hints(calls: Sequence[Sequence[str]], run_ids: Sequence[str]) -> list[str]:
+    """What tells apart the calls of one activity in one run whose first input strings do not
+    (`calls`: each one's input strings, in scheduling order): for each, the strings that the
+    call before it did not have — what is new in it, a conversation's newest turn, not the
+    system prompt every call repeats — and for the first, those not common to all. Text (a
+    string with a space) comes before identifiers, and those before strings with a masked part:
+    ids and times a run makes up (`GENERATED`) are masked, strings holding a run's id left out.
+    A call with nothing new gets no hint."""
+    kept = [
+        [GENERATED.sub("…", s) for s in call if not any(i in s for i in run_ids)] for call in calls
+    ]
+    common = set.intersection(*(set(k) for k in kept)) if kept else set()
+    hints = []
+    for index, strings in enumerate(kept):
+        before = set(kept[index - 1]) if index else common
+        new = [s for s in strings if s not in before]
+        unmasked = [s for s in new if "…" not in s]
+        words = [s for s in unmasked if " " in s]  # a turn's text before a tool call's id
+        hints.append(_hint(words or unmasked or new))
+    return hints
 
 
 def _found_in(run: RunHistory, untested: list[Untested], served: frozenset[str]) -> list[_Found]:
@@ -267,6 +318,7 @@ def _scheduled(
         time=e.event_time.ToDatetime(),
         reset_event_id=a.workflow_task_completed_event_id,
         input=short_input(list(a.input.payloads)),
+        strings=input_strings(list(a.input.payloads)),
         input_digest=hashlib.sha256(a.input.SerializeToString(deterministic=True)).hexdigest(),
         retry_s=a.retry_policy.initial_interval.ToTimedelta().total_seconds()
         or SERVER_DEFAULT_RETRY_S,
@@ -383,9 +435,19 @@ def read_tree(runs: list[RunHistory], served: frozenset[str] = frozenset()) -> T
     ordered = [f for *_, f in sorted(keyed, key=lambda k: k[:3])]
     names = scope_names({r.scope for r in runs})
     per_scope = Counter((f.run.scope, f.activity) for f in ordered)
-    inputs: dict[tuple[str, str], set[str]] = {}
+    calls: dict[tuple[str, str], list[_Found]] = {}
     for f in ordered:
-        inputs.setdefault((f.run.scope, f.activity), set()).add(f.input)
+        calls.setdefault((f.run.scope, f.activity), []).append(f)
+    run_ids = sorted({r.workflow_id for r in runs} | {r.run_id for r in runs})
+    hints: dict[int, str] = {}
+    for same in calls.values():
+        # Each call's first input strings, where they tell every call apart (`charge#2 (acme
+        # inv-2)`); else what is new in each (a conversation whose calls all start alike).
+        found_hints = [f.input for f in same]
+        if len(set(found_hints)) < len(same) or not all(found_hints):
+            found_hints = call_hints([f.strings for f in same], run_ids)
+        if len(set(found_hints)) > 1:
+            hints.update((id(f), h) for f, h in zip(same, found_hints, strict=True))
     seen_in_scope: Counter[tuple[str, str]] = Counter()
     seen: Counter[str] = Counter()
     for number, f in enumerate(ordered, 1):
@@ -395,8 +457,8 @@ def read_tree(runs: list[RunHistory], served: frozenset[str] = frozenset()) -> T
         label = names[f.run.scope] + f.activity
         if per_scope[key] > 1:
             label += f"#{seen_in_scope[key]}"
-            if f.input and len(inputs[key]) > 1:
-                label += f" ({f.input})"
+            if hints.get(id(f)):
+                label += f" ({hints[id(f)]})"
         if f.local:
             label += " (local)"
         tree.boundaries.append(
