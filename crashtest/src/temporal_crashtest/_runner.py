@@ -228,6 +228,7 @@ class Runner:
         self.http = http
         self.keep_timelines = timelines
         self.timelines: dict[str, Any] = {}  # workflow id -> its run's timeline, as JSON
+        self.labels: dict[str, str] = {}  # the reference's boundaries: "scope:position" -> label
         self.reference_workflow_id = ""
         self.http_env = worker_env(http, procs.log_dir)
         self.real_timeouts = real_timeouts  # False: fast-forward every recovery
@@ -364,7 +365,8 @@ class Runner:
         observed = await self.observe(run.workflow_id)
         self.reference_workflow_id = self.reference_workflow_id or run.workflow_id
         if self.keep_timelines:
-            self._keep(run.workflow_id, timeline_of(tree.runs))
+            self.labels = {f"{b.scope}:{b.position}": b.label for b in tree.boundaries}
+            self._keep(run.workflow_id, timeline_of(tree.runs, labels=self.labels))
         return Reference(observed, tree, run.end)
 
     async def _keep_timeline(self, run: _Run) -> None:
@@ -375,7 +377,7 @@ class Runner:
             histories = await self._histories(run.handle)
         except RPCError:
             return
-        self._keep(run.workflow_id, timeline_of(histories, run.kills))
+        self._keep(run.workflow_id, timeline_of(histories, run.kills, self.labels))
 
     def _keep(self, workflow_id: str, timeline: Timeline | None) -> None:
         if timeline is not None:

@@ -7,7 +7,7 @@ attempt number): earlier attempts show as the wait between scheduling and that s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -16,6 +16,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 
 from temporal_crashtest._history import RunHistory
+from temporal_crashtest._interceptor import STAMP_HEADER, decode_stamp
 
 _CLOSED = {
     EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED: "completed",
@@ -79,8 +80,14 @@ def _time(event: HistoryEvent) -> datetime:
     return event.event_time.ToDatetime(tzinfo=UTC)
 
 
-def timeline_of(runs: Sequence[RunHistory], kills: Sequence[datetime] = ()) -> Timeline | None:
-    """The timeline of a run's tree (`runs`, the root's first run first) and the kills (UTC)."""
+def timeline_of(
+    runs: Sequence[RunHistory],
+    kills: Sequence[datetime] = (),
+    labels: Mapping[str, str] | None = None,
+) -> Timeline | None:
+    """The timeline of a run's tree (`runs`, the root's first run first) and the kills (UTC);
+    each bar named by its boundary's label in `labels` ("scope:position" -> label), found from
+    the stamp crashtest's interceptor put on it, else by its activity type."""
     if not runs or not runs[0].history.events:
         return None
     start = _time(runs[0].history.events[0])
@@ -100,8 +107,12 @@ def timeline_of(runs: Sequence[RunHistory], kills: Sequence[datetime] = ()) -> T
             last = max(last, when)
             kind = event.event_type
             if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-                name = event.activity_task_scheduled_event_attributes.activity_type.name
-                scheduled[event.event_id] = (scope + name, when)
+                asked = event.activity_task_scheduled_event_attributes
+                stamp = decode_stamp(asked.header.fields.get(STAMP_HEADER))
+                name = scope + asked.activity_type.name
+                if stamp is not None and labels:
+                    name = labels.get(f"{stamp.scope}:{stamp.position}", name)
+                scheduled[event.event_id] = (name, when)
             elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
                 attrs = event.activity_task_started_event_attributes
                 started[attrs.scheduled_event_id] = (when, attrs.attempt)
