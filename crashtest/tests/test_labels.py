@@ -24,11 +24,13 @@ def test_a_conversation_is_named_by_its_newest_turn() -> None:
 def test_text_comes_before_identifiers() -> None:
     order = ["place_order", "milk", "order-1"]
     message = ["send_message", "sam", "2 x milk ordered", "message-1"]
-    assert call_hints([order, message], ["wf-1"]) == ["place_order milk", "2 x milk ordered"]
+    assert call_hints([order, message], ["wf-1"]) == ["", "2 x milk ordered"]
+    assert call_hints([order, message[:2]], ["wf-1"]) == ["", "send_message sam"]
 
 
 def test_what_a_run_makes_up_is_never_in_a_label() -> None:
     run = "crashtest-5e1f2a3b-1-reference"
-    one = ["system", f"run {run}", "turn at 2026-12-03T04:00:00Z"]
-    two = ["system", f"run {run}", "call 0f8fad5b-d9cb-469f-a165-70867728950e"]
-    assert call_hints([one, two], [run]) == ["turn at …", "call …"]
+    one = ["system", "<marker_81f3>", "turn at 2026-12-03T04:00:00Z"]
+    two = [*one, f"run {run}", "call 0f8fad5b-d9cb-469f-a165-70867728950e", "the answer"]
+    # The first call's own strings (a marker, a time) are not used; nor the run's id, a uuid.
+    assert call_hints([one, two], [run]) == ["", "the answer"]

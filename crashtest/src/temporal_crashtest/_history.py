@@ -7,6 +7,7 @@ have ended."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 from collections import Counter
@@ -227,24 +228,21 @@ GENERATED = re.compile(
 
 def call_hints(calls: Sequence[Sequence[str]], run_ids: Sequence[str]) -> list[str]:
     """What tells apart the calls of one activity in one run whose first input strings do not
-    (`calls`: each one's input strings, in scheduling order): for each, the strings that the
-    call before it did not have — what is new in it, a conversation's newest turn, not the
-    system prompt every call repeats — and for the first, those not common to all. Text (a
-    string with a space) comes before identifiers, and those before strings with a masked part:
-    ids and times a run makes up (`GENERATED`) are masked, strings holding a run's id left out.
-    A call with nothing new gets no hint."""
+    (`calls`: each one's input strings, in scheduling order): for each call after the first, the
+    strings the call before it did not have — what is new in it, a conversation's newest turn,
+    not the system prompt every call repeats; text (a string with a space) before identifiers.
+    Strings holding a run's id, or an id or time a run makes up (`GENERATED`), are never used:
+    a label must be the same in every run. The first call gets no hint (what it holds that the
+    others do not is the likeliest to be made up per run: a framework's marker)."""
     kept = [
         [GENERATED.sub("…", s) for s in call if not any(i in s for i in run_ids)] for call in calls
     ]
-    common = set.intersection(*(set(k) for k in kept)) if kept else set()
-    hints = []
-    for index, strings in enumerate(kept):
-        before = set(kept[index - 1]) if index else common
-        new = [s for s in strings if s not in before]
-        unmasked = [s for s in new if "…" not in s]
+    hints = [""]  # the first: its input starts every later one's
+    for before, strings in itertools.pairwise(kept):
+        unmasked = [s for s in strings if s not in set(before) and "…" not in s]
         words = [s for s in unmasked if " " in s]  # a turn's text before a tool call's id
-        hints.append(_hint(words or unmasked or new))
-    return hints
+        hints.append(_hint(words or unmasked))
+    return hints[: len(kept)]
 
 
 def _found_in(run: RunHistory, untested: list[Untested], served: frozenset[str]) -> list[_Found]:
