@@ -9,9 +9,11 @@ worker is dead:
 - every activity attempt it held is failed through its task token with a retryable failure
   (`WORKER_KILLED`), which the server retries under the activity's own retry policy, as it would
   after the timeout. An attempt that the timeout would end for good (no attempt left, or the
-  schedule-to-close timeout too near) has that timeout shortened to `ENDING_TIMEOUT` on the
-  server (UpdateActivityOptions): the server times it out itself, with the timeout production
-  would meet, so the workflow sees the activity fail exactly as it would once the timeout
+  schedule-to-close timeout too near: `_attempt_end`) has the timeout that ends it for good
+  shortened to `ENDING_TIMEOUT` on the server (UpdateActivityOptions): its own timeout when no
+  attempt is left, the schedule-to-close timeout when the window runs out (shortening the
+  attempt's own would leave room for a retry production never makes). The server times it out
+  itself, so the workflow sees the activity fail exactly as it would once the timeout
   expired, and handles it as its code says (a `try`/`except` around an optional step goes on to
   the normal end);
 - so is every other attempt the server says the dead worker holds (a pending activity of the
@@ -32,12 +34,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from temporalio.api.activity.v1 import ActivityOptions
 from temporalio.api.common.v1 import Payloads, WorkflowExecution
-from temporalio.api.enums.v1 import EventType, PendingActivityState
+from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.api.failure.v1 import ApplicationFailureInfo, Failure
 from temporalio.api.workflow.v1 import PendingActivityInfo
 from temporalio.api.workflowservice.v1 import (
@@ -49,6 +51,7 @@ from temporalio.api.workflowservice.v1 import (
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 
+from temporal_crashtest._attempt_end import pending_end
 from temporal_crashtest._interceptor import WORKER_KILLED, Attempt
 from temporal_crashtest._polling import OpenRun, open_runs
 
@@ -124,7 +127,7 @@ async def _end(
     already, else None."""
     where = (attempt.workflow_id, attempt.run_id, attempt.activity_id)
     if not attempt.retryable:
-        return await _time_out_soon(client, *where, attempt.timeout)
+        return await _time_out_soon(client, *where, attempt.shorten or attempt.timeout)
     beat = details.get(where)
     request = RespondActivityTaskFailedRequest(
         namespace=client.namespace,
@@ -150,8 +153,7 @@ def _what_was_done(
     for e, a in zip(ends, attempts, strict=True):
         if e is None and not a.retryable:
             done.append(
-                f"an attempt no retry follows: its {a.timeout} timeout"
-                f"{f' ({a.timeout_s:g} s)' if a.timeout_s else ''} shortened to "
+                f"an attempt no retry follows: its {a.shorten or a.timeout} timeout shortened to "
                 f"{ENDING_TIMEOUT.total_seconds():g} s, so the server times it out now and the "
                 "workflow handles the activity's failure"
             )
@@ -176,9 +178,12 @@ async def end_held(
 ) -> bool:
     """End a pending activity's attempt that a dead worker holds: failed, to be retried, or, if
     no retry follows, timed out by the server now (`_time_out_soon`). False if it had ended."""
-    if not _retry_follows(pending):
-        kind = await _timeout_of(client, workflow_id, run_id, pending.activity_id)
-        return await _time_out_soon(client, workflow_id, run_id, pending.activity_id, kind) is None
+    end = pending_end(pending)
+    if not end.retried:
+        shortened = await _time_out_soon(
+            client, workflow_id, run_id, pending.activity_id, end.shorten
+        )
+        return shortened is None
     beat = pending.heartbeat_details
     request = RespondActivityTaskFailedByIdRequest(
         namespace=client.namespace,
@@ -227,31 +232,3 @@ async def _time_out_soon(
             f"an attempt no retry follows is left to its timeout ({err.status.name}: {err.message})"
         )
     return None
-
-
-async def _timeout_of(client: Client, workflow_id: str, run_id: str, activity_id: str) -> str:
-    """Which timeout ends an attempt of that activity whose worker died, from its scheduled
-    event."""
-    history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
-    for e in history.events:
-        a = e.activity_task_scheduled_event_attributes
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED and (
-            a.activity_id == activity_id
-        ):
-            if a.heartbeat_timeout.ToSeconds():
-                return "heartbeat"
-            if a.start_to_close_timeout.ToSeconds():
-                return "start-to-close"
-            return "schedule-to-close"
-    return "start-to-close"
-
-
-def _retry_follows(pending: PendingActivityInfo) -> bool:
-    """Whether the server would start another attempt after this one's timeout: attempts left,
-    and time before its schedule-to-close deadline (`expiration_time`)."""
-    if pending.maximum_attempts and pending.attempt >= pending.maximum_attempts:
-        return False
-    if pending.HasField("expiration_time") and pending.expiration_time.seconds:
-        left = pending.expiration_time.ToDatetime(tzinfo=UTC) - datetime.now(UTC)
-        return left > timedelta(seconds=1)
-    return True

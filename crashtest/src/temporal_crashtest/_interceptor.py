@@ -60,6 +60,7 @@ from temporalio import activity, client, worker, workflow
 from temporalio.api.common.v1 import Payload
 from temporalio.exceptions import ApplicationError
 
+from temporal_crashtest._attempt_end import AttemptEnd, attempt_end, backoff_after
 from temporal_crashtest._errors import CrashPointError
 from temporal_crashtest._http import SENDER, Sender
 from temporal_crashtest._points import CrashPoint, Moment
@@ -100,73 +101,56 @@ class Attempt:
     timeout: str = "start-to-close"  # which timeout ends it: heartbeat, start-to-close, ...
     timeout_s: float = 0.0  # its length (0: none set)
     ends: str = ""  # when not retryable: what production sees, in words
+    shorten: str = ""  # when not retryable: the timeout a fast-forward shortens (_attempt_end)
 
     @classmethod
     def of(cls, info: activity.Info) -> Attempt:
-        retryable = _another_attempt(info)
-        timeout, length = _ending_timeout(info)
+        end = end_of(info)
         return cls(
             token=base64.b64encode(info.task_token).decode(),
-            retryable=retryable,
+            retryable=end.retried,
             workflow_id=info.workflow_id or "",
             run_id=info.workflow_run_id or "",
             activity_id=info.activity_id,
-            timeout=timeout,
-            timeout_s=length,
-            ends="" if retryable else _final_timeout(info, timeout, length),
+            timeout=end.timeout,
+            timeout_s=end.seconds,
+            ends="" if end.retried else _final_timeout(info, end),
+            shorten=end.shorten,
         )
 
     def task_token(self) -> bytes:
         return base64.b64decode(self.token)
 
 
-def _ending_timeout(info: activity.Info) -> tuple[str, float]:
-    """The timeout that ends an attempt whose worker died, and its length in seconds."""
-    for kind, length in (
-        ("heartbeat", info.heartbeat_timeout),
-        ("start-to-close", info.start_to_close_timeout),
-        ("schedule-to-close", info.schedule_to_close_timeout),
-    ):
-        if length:
-            return kind, length.total_seconds()
-    return "start-to-close", 0.0
+def end_of(info: activity.Info) -> AttemptEnd:
+    """How this attempt ends if its worker dies now (`_attempt_end`)."""
+    policy = info.retry_policy
+    s2c = info.schedule_to_close_timeout
+    return attempt_end(
+        attempt=info.attempt,
+        maximum_attempts=policy.maximum_attempts if policy is not None else 0,
+        backoff=backoff_after(
+            info.attempt,
+            policy.initial_interval if policy is not None else None,
+            policy.backoff_coefficient if policy is not None else 2.0,
+            policy.maximum_interval if policy is not None else None,
+        ),
+        heartbeat=info.heartbeat_timeout,
+        start_to_close=info.start_to_close_timeout,
+        schedule_to_close=s2c,
+        deadline=info.scheduled_time + s2c if s2c else None,
+        started=max(info.started_time, datetime.now(UTC)),
+    )
 
 
-def _final_timeout(info: activity.Info, timeout: str, seconds: float) -> str:
+def _final_timeout(info: activity.Info, end: AttemptEnd) -> str:
     """What ends an attempt no retry follows, once its worker is dead: its timeout, then the
     activity's failure in the workflow."""
-    policy = info.retry_policy
-    why = (
-        f"attempt {info.attempt} of at most {policy.maximum_attempts}"
-        if policy is not None
-        and policy.maximum_attempts
-        and info.attempt >= policy.maximum_attempts
-        else "its schedule-to-close timeout leaves no time for another attempt"
-    )
-    length = f" {seconds:g} s" if seconds else ""
+    length = f" {end.seconds:g} s" if end.seconds else ""
     return (
-        f"no retry follows the killed attempt of {info.activity_type} ({why}): the activity "
-        f"fails in the workflow when its {timeout} timeout{length} expires"
+        f"no retry follows the killed attempt of {info.activity_type} ({end.why}): the activity "
+        f"fails in the workflow when its {end.timeout} timeout{length} expires"
     )
-
-
-def _another_attempt(info: activity.Info) -> bool:
-    """Whether the timeout that would end this attempt lets the server start another: attempts
-    left under the retry policy, and time left before the schedule-to-close timeout."""
-    policy = info.retry_policy
-    if policy is not None and policy.maximum_attempts and info.attempt >= policy.maximum_attempts:
-        return False
-    if info.schedule_to_close_timeout:
-        backoff = policy.initial_interval if policy else timedelta(seconds=1)
-        if policy is not None:
-            backoff *= policy.backoff_coefficient ** (info.attempt - 1)
-            if policy.maximum_interval is not None:
-                backoff = min(backoff, policy.maximum_interval)
-        wait = info.heartbeat_timeout or info.start_to_close_timeout or timedelta(0)
-        spent = datetime.now(UTC) - info.scheduled_time
-        if spent + wait + backoff >= info.schedule_to_close_timeout:
-            return False
-    return True
 
 
 def _fails_for_good(err: Exception, info: activity.Info) -> bool:
@@ -179,7 +163,7 @@ def _fails_for_good(err: Exception, info: activity.Info) -> bool:
     kind = err.type if isinstance(err, ApplicationError) and err.type else type(err).__name__
     if policy is not None and kind in (policy.non_retryable_error_types or ()):
         return True
-    return not _another_attempt(info)
+    return not end_of(info).retried
 
 
 @dataclass(kw_only=True, frozen=True)
