@@ -10,8 +10,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from temporal_crashtest import HttpObserver
-from temporal_crashtest._http import LOG_NAME, masked_path, observed, requests_of, worker_env
+from temporal_crashtest._http import (
+    LOG_NAME,
+    masked_path,
+    observed,
+    requests_of,
+    start_record,
+    unattributed,
+)
 
 PROGRAM = Path(__file__).parent / "http_libraries.py"
 
@@ -25,7 +33,7 @@ def closed_port() -> int:
 def test_every_library_records_each_effect_before_sending_it(tmp_path: Path) -> None:
     here, other = f"127.0.0.1:{closed_port()}", f"127.0.0.1:{closed_port()}"
     observer = HttpObserver(hosts=(here,), paid=(f"{here}/v1/",))
-    env = {**os.environ, **worker_env(observer, tmp_path)}
+    env = {**os.environ, **start_record(observer, tmp_path)}
     done = subprocess.run(
         [sys.executable, str(PROGRAM), f"http://{here}", f"http://{other}"],
         env=env, capture_output=True, text=True, timeout=120,
@@ -89,3 +97,56 @@ def test_nothing_to_observe_and_a_url_for_a_host_are_one_line_each() -> None:
         assert done.returncode == 2, done.stderr
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and said in lines[0], lines
+
+
+THREADS = Path(__file__).parent / "http_threads.py"
+
+
+def test_requests_from_other_threads_are_the_activitys_or_said_to_be_no_ones(
+    tmp_path: Path,
+) -> None:
+    """A request an activity sends through `run_in_executor`, a thread pool or a thread of its
+    own is the activity's (context variables cross none of them by themselves: these were once
+    in no run's state, a silent empty state). One from a thread started before any activity is
+    the process's one run's; with two runs in the process, no one's, and the crash test says
+    so (`unattributed`)."""
+    pytest.importorskip("httpx")
+    here = f"127.0.0.1:{closed_port()}"
+    for roots in (["wf-a"], ["wf-a", "wf-b"]):
+        folder = tmp_path / str(len(roots))
+        folder.mkdir()
+        env = {**os.environ, **start_record(HttpObserver(hosts=(here,)), folder)}
+        done = subprocess.run([sys.executable, str(THREADS), f"http://{here}", ",".join(roots)],
+                              env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        log = folder / LOG_NAME
+        for root in roots:
+            sent = {r["target"] for r in requests_of(log, root)}
+            assert {f"{here}/executor", f"{here}/pool", f"{here}/thread"} <= sent, sent
+        early = f"{here}/early"
+        if len(roots) == 1:
+            assert early in {r["target"] for r in requests_of(log, "wf-a")}
+            assert unattributed(log) is None
+        else:
+            said = unattributed(log)
+            assert said is not None and f"1 x POST {early}" in said, said
+
+
+def test_an_unkeyed_post_sent_through_an_executor_is_caught(
+    app_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The probe's false ✓: an async activity that POSTs through `run_in_executor` without a key
+    (apps/executor_app.py). Its requests were in no run's state (`{"requests": {}}`), every
+    point ✓; now the repeat after a kill is the ✗ it is in production."""
+    pytest.importorskip("httpx")
+    here = f"127.0.0.1:{closed_port()}"
+    env = {**app_env, "NOTIFY_URL": f"http://{here}/notify"}
+    args = [sys.executable, "-m", "temporal_crashtest", "run", "--worker", "executor_app:build",
+            "--workflow", "executor_app:NotifyWorkflow", "--input", '["a", "b"]',
+            "--http", here, "--json", str(tmp_path / "report.json")]  # fmt: skip
+    done = subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 1, done.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["reference"] == {"requests": {f"POST {here}/notify": 2}, "paid calls": {}}
+    failed = {c["crash_at"] for c in report["cells"] if not c["matches"]}
+    assert {"after-effect:1", "after-effect:2"} <= failed, done.stderr

@@ -35,13 +35,14 @@ from temporal_crashtest._errors import (
 from temporal_crashtest._forkserver import CANNOT_IMPORT
 from temporal_crashtest._groups import run_cells
 from temporal_crashtest._hazards import deploy_hazards
-from temporal_crashtest._http import HttpObserver
+from temporal_crashtest._http import LOG_NAME as HTTP_LOG
+from temporal_crashtest._http import HttpObserver, unattributed
 from temporal_crashtest._loading import load_callable, load_data_converter, load_plugins
 from temporal_crashtest._model import NEW, OLD, Drive, Observe, Reference, Target, to_json
 from temporal_crashtest._points import MAX_REPEAT, CrashPoint
 from temporal_crashtest._processes import ForkedServer, NotForked, Processes
 from temporal_crashtest._replay import summary
-from temporal_crashtest._report import Cell, Report, differences, short
+from temporal_crashtest._report import Cell, Report, Untested, differences, short
 from temporal_crashtest._runner import DEFAULT_DEADLINE_S, Runner
 from temporal_crashtest._shards import parse_shard, shard_points
 from temporal_crashtest._text import shown
@@ -299,6 +300,8 @@ async def _crash_test(
             report.expect_diff = differences(to_json(options.expect, "expect"), reference.observed)
         if report.expect_diff is None:
             await _run_the_cells(runner, target, reference, options, report, say)
+        if options.http is not None and (lost := unattributed(procs.log_dir / HTTP_LOG)):
+            report.untested.append(Untested("HTTP requests", lost))
     finally:
         await procs.kill_all_and_reap()
         if server is not None:

@@ -3,7 +3,7 @@
 Most agent tools take their effects through HTTP (payments, mail, chat, tickets), and every model
 call is an HTTP request that costs money. Given `CrashTestOptions.http` (`--http` on the command
 line), every worker process of the crash test records each effectful request it sends — through
-httpx, requests or aiohttp; not GET, HEAD or OPTIONS — in one file, durably (fsync) and *before*
+httpx, requests or aiohttp; not GET, HEAD or OPTIONS — in one file, *before*
 the request goes out, so a worker killed the moment after sending has it recorded: its method,
 host and path (segments that look like ids or tokens masked), a digest of its `Idempotency-Key`
 header (or the one configured), a digest of its body, the root workflow of the run it was sent
@@ -19,6 +19,7 @@ duplicate the crash test reports.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import contextvars
 import hashlib
@@ -26,6 +27,7 @@ import importlib
 import json
 import os
 import re
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -134,9 +136,14 @@ class _Settings:
         return cls(observer, Path(data["log"]))
 
 
-def worker_env(observer: HttpObserver | None, log_dir: Path) -> dict[str, str]:
-    """The environment that makes a worker process record for `observer` (none: {})."""
-    return {} if observer is None else _Settings(observer, log_dir / LOG_NAME).to_env()
+def start_record(observer: HttpObserver | None, log_dir: Path) -> dict[str, str]:
+    """A fresh record in `log_dir` (what an earlier crash test left there removed, a link
+    itself rather than what it points to), and the environment that makes a worker process
+    write it for `observer` (none: {}, and nothing removed)."""
+    if observer is None:
+        return {}
+    (log_dir / LOG_NAME).unlink(missing_ok=True)
+    return _Settings(observer, log_dir / LOG_NAME).to_env()
 
 
 # --- In the worker process: where a request is sent from, and the record ------------------------
@@ -152,6 +159,20 @@ class Sender:
 
 
 SENDER: contextvars.ContextVar[Sender | None] = contextvars.ContextVar("crashtest_http_sender")
+UNFOLLOWED = "(sent from a thread crashtest could not follow)"  # a record's boundary, then
+
+
+def set_sender(sender: Sender) -> None:
+    """The activity attempt running in this context sends what follows (the interceptor's
+    call); the process remembers each run it served (`_ROOTS`)."""
+    SENDER.set(sender)
+    _ROOTS.add(sender.root)
+
+
+# The runs this worker process served activities for. A crash test gives each cell's tree a task
+# queue, so a worker process serves one tree: a request from a thread that carries no sender (a
+# library's own thread, started before any activity) is that tree's, if the process served one.
+_ROOTS: set[str] = set()
 
 
 def _sender() -> Sender | None:
@@ -164,6 +185,8 @@ def _sender() -> Sender | None:
             return Sender(
                 info.workflow_id, f"{info.activity_type} {info.activity_id}", info.attempt
             )
+    if len(_ROOTS) == 1:
+        return Sender(next(iter(_ROOTS)), UNFOLLOWED, 0)
     return None
 
 
@@ -214,9 +237,12 @@ class _Recorder:
             "pid": os.getpid(),
         }
         if self._fd is None:
-            self._fd = os.open(self.settings.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+            self._fd = os.open(self.settings.log, flags, 0o600)
+        # One write of one line to an O_APPEND file: in the kernel once it returns, so a SIGKILL
+        # right after the send cannot lose it (only the machine's crash could: no fsync, which
+        # cost ~2 ms a request).
         os.write(self._fd, (json.dumps(row) + "\n").encode())
-        os.fsync(self._fd)
 
 
 def _header(headers: Mapping[str, str] | Iterable[tuple[str, str]] | None, name: str) -> str | None:
@@ -242,7 +268,34 @@ def install_from_env(environ: Mapping[str, str] = os.environ) -> bool:
     recorder = _Recorder(settings)
     for patch in (_patch_httpx, _patch_requests, _patch_aiohttp):
         patch(recorder.record)
+    _carry_the_sender_into_threads()
     return True
+
+
+def _carry_the_sender_into_threads() -> None:
+    """Work an activity hands to a thread (`loop.run_in_executor`, any `ThreadPoolExecutor`, a
+    `threading.Thread` it starts) runs in a copy of the activity's context, so a request sent
+    there is the activity's: context variables cross neither by themselves (only
+    `asyncio.to_thread` copies them). Only where a sender is set: other threads are untouched."""
+    executor = concurrent.futures.ThreadPoolExecutor
+    if getattr(executor, _PATCHED, False):
+        return
+    submit, start = executor.submit, threading.Thread.start
+
+    def submit_in_context(self: Any, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        if SENDER.get(None) is None:
+            return submit(self, fn, *args, **kwargs)
+        return submit(self, contextvars.copy_context().run, fn, *args, **kwargs)
+
+    def start_in_context(self: threading.Thread) -> None:
+        if SENDER.get(None) is not None:
+            context, run = contextvars.copy_context(), self.run
+            self.run = lambda: context.run(run)  # type: ignore[method-assign]
+        start(self)
+
+    executor.submit = submit_in_context  # type: ignore[method-assign]
+    threading.Thread.start = start_in_context  # type: ignore[method-assign]
+    setattr(executor, _PATCHED, True)
 
 
 Record = Callable[[str, str, str, Any, Any], None]
@@ -336,8 +389,9 @@ def _patch_aiohttp(record: Record) -> None:
 # --- In the crash test: the observed state ------------------------------------------------------
 
 
-def requests_of(log: Path, root: str) -> list[dict[str, Any]]:
-    """The records of the requests sent for the run rooted at `root`, in the order sent."""
+def requests_of(log: Path, root: str | None) -> list[dict[str, Any]]:
+    """The records of the requests sent for the run rooted at `root` (None: for no known run),
+    in the order sent."""
     if not log.exists():
         return []
     rows = []
@@ -346,9 +400,28 @@ def requests_of(log: Path, root: str) -> list[dict[str, Any]]:
             row = json.loads(line)
         except ValueError:  # cut by a kill mid-write: it was never sent
             continue
-        if row.get("root") == root:
+        if isinstance(row, dict) and row.get("root") == root:
             rows.append(row)
     return rows
+
+
+def unattributed(log: Path) -> str | None:
+    """What to say of the effectful requests no run could be named for (sent from a thread
+    that carried no activity's context, in a process that served several runs or none): they
+    are in no cell's state. None if there were none."""
+    found: Counter[str] = Counter()
+    for row in requests_of(log, None):
+        found[f"{row.get('method')} {row.get('target')}"] += 1
+    if not found:
+        return None
+    shown = ", ".join(f"{n} x {what}" for what, n in found.most_common(5))
+    return (
+        f"{found.total()} effectful request(s) sent where crashtest could not tell which run "
+        f"sent them ({shown}{', …' if len(found) > 5 else ''}): from a thread that carries no "
+        "activity's context, in a worker process serving several runs; they count in no cell's "
+        "state, so a repeat of them is not seen. Send them from the activity (or a thread or "
+        "executor it starts), or observe their receiver with --observe"
+    )
 
 
 def observed(log: Path, root: str) -> dict[str, Any]:

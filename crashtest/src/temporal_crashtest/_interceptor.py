@@ -62,7 +62,7 @@ from temporalio.exceptions import ApplicationError
 
 from temporal_crashtest._attempt_end import AttemptEnd, attempt_end, backoff_after
 from temporal_crashtest._errors import CrashPointError
-from temporal_crashtest._http import SENDER, Sender
+from temporal_crashtest._http import Sender, set_sender
 from temporal_crashtest._points import CrashPoint, Moment
 from temporal_crashtest._status import StatusWriter
 
@@ -417,7 +417,7 @@ class _CrashingActivity(worker.ActivityInboundInterceptor):
         )
         stamp = decode_stamp(input.headers.get(STAMP_HEADER))
         if stamp is not None:  # whom the HTTP observer's records of this attempt belong to
-            SENDER.set(Sender(stamp.root, stamp.label(), info.attempt))
+            set_sender(Sender(stamp.root, stamp.label(), info.attempt))
         site = self.crash.site
         if stamp is None or site is None or self.crash.workflow_id not in (None, stamp.root):
             return await super().execute_activity(input)

@@ -52,7 +52,7 @@ from temporal_crashtest._history import (
     with_likely_cause,
 )
 from temporal_crashtest._http import LOG_NAME as HTTP_LOG
-from temporal_crashtest._http import HttpObserver, worker_env
+from temporal_crashtest._http import HttpObserver, start_record
 from temporal_crashtest._http import observed as observed_requests
 from temporal_crashtest._interceptor import Attempt, CrashSite
 from temporal_crashtest._model import CellPoint, Drive, Observe, Reference, Target, to_json
@@ -230,7 +230,7 @@ class Runner:
         self.timelines: dict[str, Any] = {}  # workflow id -> its run's timeline, as JSON
         self.labels: dict[str, str] = {}  # the reference's boundaries: "scope:position" -> label
         self.reference_workflow_id = ""
-        self.http_env = worker_env(http, procs.log_dir)
+        self.http_env = start_record(http, procs.log_dir)
         self.real_timeouts = real_timeouts  # False: fast-forward every recovery
         self.address = address
         self.namespace = namespace
