@@ -14,9 +14,13 @@ import pytest
 from temporal_crashtest import HttpObserver
 from temporal_crashtest._http import (
     LOG_NAME,
+    Sender,
+    _Recorder,
+    _Settings,
     masked_path,
     observed,
     requests_of,
+    set_sender,
     start_record,
     unattributed,
 )
@@ -79,10 +83,35 @@ def test_a_repeat_without_a_key_is_the_duplicate(tmp_path: Path) -> None:
     }
 
 
-def test_ids_and_tokens_in_paths_are_masked() -> None:
-    assert masked_path("/bot123456:AAH-secret_token/sendMessage") == "/:id/sendMessage"
-    assert masked_path("/v1/customers/cus_9Xh2k3LmN0/charges") == "/v1/customers/:id/charges"
-    assert masked_path("/v1/chat/completions") == "/v1/chat/completions"
+# (URL, what is written of it): every secret shape the probe planted, and names that stay.
+MASKED = [
+    ("http://h/bot123456:AAH-secret_token/sendMessage", "h/:id/sendMessage"),
+    ("http://h/v1/customers/cus_9Xh2k3LmN0/charges", "h/v1/customers/:id/charges"),
+    ("http://h/v1/chat/completions", "h/v1/chat/completions"),
+    ("http://h/cart;jsessionid=0123456789ABCDEF", "h/cart;:id"),
+    ("http://h/v1/aGVsbG8+d29ybGQ=/x", "h/v1/:id/x"),
+    ("http://h/t/%73%6b%2d%6c%69%76%65%61%62%63", "h/t/:id"),
+    ("http://h/hooks/sk-live-abcdefghij", "h/hooks/:id"),
+    ("http://h/key=hunter2", "h/key=:id"),
+    ("http://h/ghp_abcdefghijklmnop/x", "h/:id/x"),
+    ("http://sk-live-abc.hooks.example.com/in", ":id.hooks.example.com/in"),
+    ("http://abcd1234efgh5678.ngrok.io:8080/in", ":id.ngrok.io:8080/in"),
+    ("http://127.0.0.1:9/httpx2-async/sendMessage", "127.0.0.1:9/httpx2-async/sendMessage"),
+    ("https://api.openai.com/v1/chat/completions", "api.openai.com/v1/chat/completions"),
+]
+
+
+def test_ids_and_tokens_in_paths_and_hosts_are_masked(tmp_path: Path) -> None:
+    log = tmp_path / LOG_NAME
+    start_record(HttpObserver(), tmp_path)
+    recorder = _Recorder(_Settings(HttpObserver(), log))
+    set_sender(Sender("wf", "send", 1))
+    for url, _ in MASKED:
+        recorder.record("test", "POST", url, None, None)
+    assert [r["target"] for r in requests_of(log, "wf")] == [shown for _, shown in MASKED]
+    for secret in ("0123456789ABCDEF", "aGVsbG8", "%73", "sk-live", "hunter2", "ghp_", "abcd1234"):
+        assert secret not in log.read_text(), secret
+    assert masked_path("/orders") == "/orders"
 
 
 def test_nothing_to_observe_and_a_url_for_a_host_are_one_line_each() -> None:

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from temporalio import activity
 
@@ -54,10 +54,20 @@ DEFAULT_PAID = (
     "openrouter.ai",
 )
 UNEFFECTFUL = frozenset({"GET", "HEAD", "OPTIONS"})
-# A path segment of 8 or more of [A-Za-z0-9_:.=~-] holding 3 digits or more, or of 24 or more, is
-# an id or a token: masked, so that runs compare (ids differ per run) and a token in a path (a
-# bot's) is written nowhere. `httpx2-async` or `completions` stay.
-_ID_LIKE = re.compile(r"^(?:(?=(?:\D*\d){3})[\w:.=~-]{8,}|[\w:.=~-]{24,})$")
+# What in a path or host name is an id or a token, masked as `:id` so that runs compare (ids
+# differ per run) and a token in a URL (a bot's, a webhook's, a session's) is written nowhere. A
+# path segment's parameters (`;jsessionid=...`) and a `name=value` segment's value are masked
+# whatever they hold; a segment (percent-decoded) or a host label is masked when it is 8 or more
+# characters with 3 digits or more, 24 or more, 12 or more with `+`, `/`, `=` or `%` (base64,
+# an encoded token), 16 or more mixing upper case, lower case and digits, or begins as
+# well-known secrets do (`sk-`, `ghp_`, `xoxb-`, ...). `httpx2-async`, `completions`,
+# `sendMessage`, `api.openai.com` and `127.0.0.1` stay.
+_ID_LIKE = re.compile(
+    r"^(?:(?=(?:\D*\d){3}).{8,}|.{24,}|(?=.*[+/=%]).{12,}"
+    r"|(?=.*[a-z])(?=.*[A-Z])(?=.*\d).{16,}"
+    r"|(?:sk|pk|rk|whsec|ghp|gho|ghs|ghu|github_pat|glpat|xox[abpr]|AKIA|AIza|ya29)[-_.].*"
+    r"|AKIA.{12,}|AIza.{12,})$"
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -198,8 +208,24 @@ def digest(data: bytes | str | None) -> str | None:
 
 
 def masked_path(path: str) -> str:
-    parts = path.split("/")
-    return "/".join(":id" if _ID_LIKE.match(p) else p for p in parts) or "/"
+    """The path with every id- or token-like segment, parameter and value masked."""
+    return "/".join(_masked_segment(p) for p in path.split("/")) or "/"
+
+
+def _masked_segment(segment: str) -> str:
+    name, parameters = segment.partition(";")[::2]
+    if parameters:  # `/cart;jsessionid=...`: a path parameter holds a session, a token
+        return f"{_masked_segment(name)};:id"
+    if _ID_LIKE.match(name) or _ID_LIKE.match(unquote(name)):
+        return ":id"
+    if "=" in name:  # `/key=...`: a value named in the path
+        return f"{name.partition('=')[0]}=:id"
+    return name
+
+
+def masked_host(host: str) -> str:
+    """The host name with every id- or token-like label masked (`<token>.hooks.example`)."""
+    return ".".join(":id" if _ID_LIKE.match(label) else label for label in host.split("."))
 
 
 @dataclass
@@ -217,8 +243,9 @@ class _Recorder:
     ) -> None:
         parts = urlsplit(url)
         netloc = parts.hostname or ""
-        if parts.port is not None:
-            netloc += f":{parts.port}"
+        with contextlib.suppress(ValueError):  # a port out of range: no port
+            if parts.port is not None:
+                netloc += f":{parts.port}"
         observer = self.settings.observer
         if not observer.effectful(method, netloc):
             return
@@ -230,7 +257,7 @@ class _Recorder:
             "attempt": sender.attempt if sender else None,
             "library": library,
             "method": method.upper(),
-            "target": f"{netloc}{masked_path(path)}",
+            "target": f"{masked_host(netloc)}{masked_path(path)}",
             "key": digest(_header(headers, observer.key_header)),
             "body": digest(body),
             "paid": observer.is_paid(netloc, path),
