@@ -86,6 +86,9 @@ def test_bad_input_is_one_line(app_env: dict[str, str], tmp_path: Path) -> None:
         (["--points", "after-lunch:1"], "unknown crash point 'after-lunch:1'"),
         (["--input", "{milk"], "--input is not JSON"),
         (["--input", "@nowhere.json"], "--input @nowhere.json: cannot read it"),
+        (["--input", "@/dev/zero"], "--input @/dev/zero is not a regular file"),  # not read to OOM
+        (["--input", "Infinity"], "Infinity is not a number JSON holds"),
+        (["--points", "after-effect:²"], "no boundary is named '²'"),
         (["--expect", "@nowhere.json"], "--expect @nowhere.json: cannot read it"),
         (["--drive", "notes_app:nothing"], "'notes_app' has no 'nothing'"),
         (["--expect", "new"], "expecting the new version's state is for a deploy test"),

@@ -5,16 +5,20 @@ reports that are not one crash test's shards."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporal_crashtest._errors import InputError
 from temporal_crashtest._model import CellPoint
 from temporal_crashtest._points import Moment
 from temporal_crashtest._report import Cell, Report
+from temporal_crashtest._report_input import read_report
 from temporal_crashtest._shards import merge_reports, parse_shard, shard_points
 from test_cli import NOTES
 from test_groups import points, sequence
@@ -53,7 +57,7 @@ def report(shard: str | None, *crash_at: str, workflow: str = "W") -> Report:
         for c in crash_at
     ]  # fmt: skip
     return Report(workflow=workflow, activities=["a"], reference={"x": 1}, cells=cells,
-                  seconds=2.0, shard=shard, points_in_all=4)  # fmt: skip
+                  seconds=2.0, shard=shard, points_in_all=3)  # fmt: skip
 
 
 def test_merge_refuses_what_is_not_one_crash_tests_shards() -> None:
@@ -75,6 +79,10 @@ def test_merge_refuses_what_is_not_one_crash_tests_shards() -> None:
         ([("a", one), ("b", replace(two, reference={"x": 2}))], "differ in their reference"),
         ([("a", report(None, "after-effect:1"))], "not a shard's report"),
         ([("a", one), ("b", report("2/3", "x:1"))], "is shard 2/3, a of 2"),
+        # shards run with different --points: a point no shard tested would be dropped silently
+        ([("a", one), ("b", replace(two, points_in_all=2))], "differ in their points_in_all"),
+        ([("a", one), ("b", report("2/2"))], "the shards hold 2 crash points, but each says .* 3"),
+        ([("a", one), ("b", replace(two, real_timeouts=True))], "differ in their real_timeouts"),
     ]:
         with pytest.raises(InputError, match=message):
             merge_reports(reports)
@@ -113,3 +121,51 @@ def test_shards_run_alone_and_merge_into_the_whole_test(
     lone = subprocess.run(merge[:5], env=app_env, cwd=tmp_path, capture_output=True, text=True,
                           timeout=60)  # fmt: skip
     assert lone.returncode == 2 and "shard 2/2 is missing" in lone.stderr, lone.stderr
+
+
+def good_report() -> dict[str, Any]:
+    data = report("1/1", "after-effect:1", "after-effect:2", "after-checkpoint:1").to_json()
+    data["ui_url"] = "http://localhost:8233"
+    data["timelines"] = {"w": {"workflow_id": "w", "run_id": "r", "length": 2.0, "bars": [],
+                               "marks": [{"at": 1.0, "what": "worker killed"}]}}  # fmt: skip
+    return data
+
+
+def hostile(change: Callable[[dict[str, Any]], object]) -> bytes:
+    data = good_report()
+    change(data)
+    return json.dumps(data).encode()
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (hostile(lambda d: d["cells"][0].update(matches="no")), "matches: true or false"),
+        (hostile(lambda d: d.update(ui_url="javascript:alert(1)")), "ui_url: a web address"),
+        (hostile(lambda d: d.update(seconds="12")), "seconds: a number"),
+        (hostile(lambda d: d["cells"][0].update(seconds=1e300)), "a number of seconds"),
+        (hostile(lambda d: d["timelines"]["w"].update(length=1e-300)), "length"),
+        (hostile(lambda d: d.update(shard="2/1")), "shard: K/N"),
+        (hostile(lambda d: d.update(extra=1)), "unknown field 'extra'"),
+        (hostile(lambda d: d.update(runs=-1)), "runs: a whole number"),
+        (hostile(lambda d: d.update(cells=[1])), r"cells\[0\]: an object"),
+        (b'{"seconds": Infinity}', "Infinity is not a number JSON holds"),
+        (b"[" * 100_000, "not a crash test's --json report"),
+    ],
+)
+def test_merge_reads_each_field_as_untrusted_input(tmp_path: Path, text: bytes, said: str) -> None:
+    path = tmp_path / "shard.json"
+    path.write_bytes(text)
+    with pytest.raises(InputError, match=said):
+        read_report(path)
+
+
+def test_a_report_that_is_not_a_regular_file_is_refused_at_once(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path in (Path("/dev/zero"), fifo):  # a FIFO once blocked for ever, /dev/zero filled memory
+        with pytest.raises(InputError, match="not a regular file"):
+            read_report(path)
+    good = tmp_path / "good.json"
+    good.write_bytes(json.dumps(good_report()).encode())
+    assert read_report(good).ui_url == "http://localhost:8233"

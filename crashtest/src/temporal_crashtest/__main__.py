@@ -70,6 +70,7 @@ from temporal_crashtest._outputs import OutputError, check_output, write_output
 from temporal_crashtest._points import GLOSSARY, Moment
 from temporal_crashtest._processes import ForkedServer, NotForked
 from temporal_crashtest._report import Cell, Report
+from temporal_crashtest._report_input import read_regular, read_report
 from temporal_crashtest._runner import DEFAULT_DEADLINE_S
 from temporal_crashtest._scaffold import scaffold
 from temporal_crashtest._shards import merge_reports, parse_shard
@@ -242,20 +243,28 @@ def _what_to_write(add: Add) -> None:
     )
 
 
+MAX_INPUT_BYTES = 16 * 2**20  # Temporal refuses a payload over 2 MB by default
+
+
 def read_json(text: str, flag: str) -> Any:
     """--input, --expect: JSON, or @FILE holding JSON."""
     what = flag
     if text.startswith("@"):
         path = Path(text[1:])
         what = f"{flag} {text}"
+        raw = read_regular(path, MAX_INPUT_BYTES, what)
         try:
-            text = path.read_text()
-        except OSError as err:
-            raise InputError(f"{what}: cannot read it ({err.strerror})") from None
+            text = raw.decode()
+        except UnicodeDecodeError:
+            raise InputError(f"{what} is not UTF-8 text") from None
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
+        return json.loads(text, parse_constant=_not_json)
+    except (ValueError, RecursionError) as err:
         raise InputError(f"{what} is not JSON: {err}") from None
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON holds")
 
 
 def say(text: str) -> None:
@@ -432,17 +441,6 @@ def finish(args: argparse.Namespace, report: Report) -> int:
     if failed:
         return EXIT_BAD_INPUT
     return EXIT_ALL_MATCH if report.ok else EXIT_SOME_DIFFER
-
-
-def read_report(path: Path) -> Report:
-    """A crash test's --json report, or one InputError naming the file."""
-    try:
-        data = json.loads(path.read_bytes())
-        return Report.from_json(data)
-    except OSError as err:
-        raise InputError(f"{path}: cannot read it ({err.strerror})") from None
-    except (ValueError, TypeError, KeyError, AttributeError) as err:
-        raise InputError(f"{path} is not a crash test's --json report ({err})") from None
 
 
 def merge(args: argparse.Namespace) -> int:

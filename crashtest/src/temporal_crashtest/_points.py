@@ -161,9 +161,9 @@ _MEANINGS = {
 }
 
 
-_POSITION = re.compile(r"^\d+$")
-_NAMED = re.compile(r"^(?P<name>.+?)(?:#(?P<occurrence>\d+))?$")
-_REPEAT = re.compile(r"^(?P<target>.*?)\*(?P<repeat>\d+)$")
+_POSITION = re.compile(r"^[0-9]+$")
+_NAMED = re.compile(r"^(?P<name>.+?)(?:#(?P<occurrence>[0-9]+))?$")
+_REPEAT = re.compile(r"^(?P<target>.*?)\*(?P<repeat>[0-9]+)$")
 _FORMS = [f"{m}:N" for m in Moment]
 SYNTAX = (
     f"{', '.join(_FORMS[:-1])} or {_FORMS[-1]}, N a position (1, 2, ...), an activity name "

@@ -68,10 +68,29 @@ def _cell_order(report: Report) -> dict[str, int]:
         moment, _, rest = crash_at.partition(":")
         number, _, repeat = rest.partition("*")
         where = _MOMENTS.index(moment) if moment in _MOMENTS else len(_MOMENTS)
-        return (int(number) if number.isdigit() else 0, where, int(repeat or 1))
+        return (
+            int(number) if number.isascii() and number.isdigit() else 0,
+            where,
+            int(repeat) if repeat.isascii() and repeat.isdigit() else 1,
+        )
 
     names = sorted({c.crash_at for c in report.cells}, key=key)
     return {name: i for i, name in enumerate(names)}
+
+
+# What every shard of one crash test shares: the workflow and its input (the reference), the
+# versions, the crash points chosen (so their count and what was left untested), the mode.
+_SAME_IN_EVERY_SHARD = (
+    "workflow",
+    "activities",
+    "reference",
+    "reference_end",
+    "deploy_to",
+    "deployed_reference",
+    "pinned",
+    "points_in_all",
+    "real_timeouts",
+)
 
 
 def merge_reports(reports: Sequence[tuple[str, Report]]) -> Report:
@@ -92,22 +111,28 @@ def merge_reports(reports: Sequence[tuple[str, Report]]) -> Report:
         if k in seen:
             raise InputError(f"merge: shard {k}/{n} is given twice ({seen[k]}, {name})")
         seen[k] = name
-        for what in ("workflow", "activities", "reference", "deploy_to", "deployed_reference"):
+        for what in _SAME_IN_EVERY_SHARD:
             if getattr(report, what) != getattr(first, what):
                 raise InputError(
                     f"merge: {name} and {first_name} differ in their {what}: not the shards of "
-                    "one crash test (the same workflow, input and versions)"
+                    "one crash test (the same workflow, input, versions, points and mode)"
                 )
     assert total is not None
     missing = [f"{k}/{total}" for k in range(1, total + 1) if k not in seen]
     if missing:
         raise InputError(f"merge: shard {', '.join(missing)} is missing")
     cells: list[Cell] = [c for _, r in reports for c in r.cells]
+    if len(cells) != first.points_in_all:  # a shard cut short, or one that tested none
+        raise InputError(
+            f"merge: the shards hold {len(cells)} crash points, but each says the test has "
+            f"{first.points_in_all}: a shard's run did not finish or was edited"
+        )
     merged = replace(
         first,
         cells=cells,
         seconds=max(r.seconds for _, r in reports),
         warnings=list(dict.fromkeys(w for _, r in reports for w in r.warnings)),
+        untested=list({(u.boundary, u.why): u for _, r in reports for u in r.untested}.values()),
         logs=None,
         runs=sum(r.runs for _, r in reports),
         groups=sum(r.groups for _, r in reports),
