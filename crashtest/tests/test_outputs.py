@@ -215,3 +215,48 @@ def _until_gone(port: int, seconds: float) -> bool:
             return True
         time.sleep(0.1)
     return not listening("127.0.0.1", port)
+
+
+# Strings the probe planted in a report's every text (labels, keys, diffs, the web UI's address).
+HOSTILE = [
+    "<script>alert(1)</script>",
+    '<img src=x onerror="alert(1)">',
+    "[click](javascript:alert(1))",
+    "line\n::add-mask::SECRET",
+    "nul\x00 esc\x1b[2J bel\x07 rlo\u202e",
+    "`code` | pipe & amp",
+]
+
+
+def test_hostile_strings_through_every_writer() -> None:
+    """Each writer (terminal, Markdown, JUnit, JSON, HTML) of a report whose every text is
+    hostile: no raw control character, no line that starts a workflow command, no HTML tag or
+    Markdown link of the user's, no link that is not http(s)."""
+    from temporal_crashtest._ci import junit_xml
+    from temporal_crashtest._html import html_report
+    from temporal_crashtest._report import Cell, Report, Untested
+
+    for text in HOSTILE:
+        cells = [Cell(workflow_id=text, crash_at=text, activity=text, matches=False,
+                      observed={text: text}, diff=text, recovery_s=1.0, seconds=1.0,
+                      waited_on=[text], in_flight=[text], fast_forward=[text])]  # fmt: skip
+        report = Report(workflow=text, activities=[text], reference={text: text}, cells=cells,
+                        seconds=1.0, untested=[Untested(text, text)], warnings=[text],
+                        ui_url="javascript:alert(1)//", namespace=text)  # fmt: skip
+        written = {
+            "terminal": "\n".join([report.failure_text(), report.notes(), report.summary()]),
+            "markdown": report.table(markdown=True),
+            "junit": junit_xml(report),
+            "json": report.json_bytes().decode(),
+            "html": html_report(report),
+        }
+        for writer, out in written.items():
+            raw = {"\x00", "\x1b", "\x07"} | ({"\u202e"} if writer != "json" else set())
+            assert not set(out) & raw, (writer, text)  # JSON keeps the user's data exactly
+            assert not any(COMMAND.match(line) for line in out.splitlines()), (writer, text)
+            if writer in ("markdown", "html"):
+                assert "<script" not in out and "<img" not in out, (writer, out)
+                assert 'href="javascript' not in out, writer
+        assert not re.search(r"(?<!\\)\]\(javascript:", written["markdown"]), written["markdown"]
+        rows = written["markdown"].splitlines()
+        assert len({len(re.findall(r"(?<!\\)\|", row)) for row in rows}) == 1, rows

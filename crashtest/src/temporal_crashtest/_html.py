@@ -9,14 +9,27 @@ cannot add markup to the page."""
 
 from __future__ import annotations
 
+import html
 import json
 import math
-from html import escape
 from typing import Any
 from urllib.parse import quote
 
 from temporal_crashtest._report import Cell, Report
+from temporal_crashtest._text import shown
 from temporal_crashtest._timeline import Timeline
+
+
+def escape(text: object) -> str:
+    """Text for HTML, in an element or an attribute: printable (`shown`: no NUL, escape code or
+    bidirectional override reaches the page), then `<>&"'` as entities."""
+    return html.escape(shown(text), quote=True)
+
+
+def web_address(url: str | None) -> str | None:
+    """`url` if it is an http(s) address, else None: a link never runs code (`javascript:`)."""
+    return url if url and url.startswith(("http://", "https://")) else None
+
 
 WIDTH, LABELS, ROW = 960, 220, 20  # the timeline's pixels: all, the label column, one bar
 COLOURS = {
@@ -124,10 +137,11 @@ def _verdicts(report: Report) -> str:
 def _run_link(report: Report, workflow_id: str, text: str, *, bare: bool = False) -> str:
     if not workflow_id:
         return ""
-    if not report.ui_url:
+    ui_url = web_address(report.ui_url)
+    if ui_url is None:
         return "" if bare else f"<p>workflow id <code>{escape(workflow_id)}</code></p>"
     href = (
-        f"{report.ui_url.rstrip('/')}/namespaces/{quote(report.namespace, safe='')}/workflows/"
+        f"{ui_url.rstrip('/')}/namespaces/{quote(report.namespace, safe='')}/workflows/"
         f"{quote(workflow_id, safe='')}"
     )
     link = f'<a href="{escape(href)}">{escape(text)}</a>'

@@ -224,7 +224,7 @@ class Report:
                 f"{workflow}: all {len(self.cells)} crash points end in the "
                 f"{state}{ends} ({self.seconds:.1f} s)"
             )
-        names = ", ".join(f"{c.crash_at} ({shown(c.activity)})" for c in self.failed)
+        names = ", ".join(f"{shown(c.crash_at)} ({shown(c.activity)})" for c in self.failed)
         return (
             f"{workflow}: {len(self.failed)} of {len(self.cells)} crash points do not end "
             f"in the {state}: {names} ({self.seconds:.1f} s)"
@@ -234,5 +234,5 @@ class Report:
         """What a test failure says: which boundaries differ and how, then the whole table."""
         lines = [self.summary(), ""]
         for c in self.failed:
-            lines.append(f"  {c.crash_at} ({shown(c.activity)}): {shown(c.diff)}")
+            lines.append(f"  {shown(c.crash_at)} ({shown(c.activity)}): {shown(c.diff)}")
         return "\n".join([*lines, "", self.table(), self.notes()]).rstrip()

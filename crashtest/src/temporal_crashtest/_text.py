@@ -10,7 +10,7 @@ these before it is printed or written:
 - `shown(text)`: one line, every character that is not printable written as its Python escape
   (`\\n`, `\\x1b`, `\\u202e`, `\\ud800`), a field that begins with `::` or holds `##[` (GitHub's
   workflow commands) defused; printable text, non-ASCII letters included, unchanged.
-- `markdown_cell(text)`: `shown`, and `|` escaped.
+- `markdown_cell(text)`: `shown`, and `|`, raw HTML, links and backquotes escaped.
 - `json_bytes(value)`: JSON any parser takes (no NaN, lone surrogates as `\\udXXX` escapes), as
   UTF-8.
 
@@ -40,8 +40,15 @@ def shown(text: object) -> str:
     return out.replace(_LEGACY_COMMAND, "#\\x23[")
 
 
+_MARKDOWN = str.maketrans(
+    {"|": "\\|", "<": "&lt;", ">": "&gt;", "&": "&amp;", "[": "\\[", "]": "\\]", "`": "\\`"}
+)
+
+
 def markdown_cell(text: object) -> str:
-    return shown(text).replace("|", "\\|")
+    """`shown`, then what Markdown would read as markup escaped: `|` (a column), `<` `>` `&`
+    (raw HTML: `<script>`, `<img onerror>`), `[` `]` (a link), backquotes (code)."""
+    return shown(text).translate(_MARKDOWN)
 
 
 def finite(value: Any) -> Any:
