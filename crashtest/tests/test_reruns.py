@@ -1,11 +1,16 @@
-"""When a cell is run again because of load, in process (no server): `_run` is replaced by a
-script of outcomes, so each rule of `Runner._run_through_load` is seen on its own. The crash
+"""When a cell is run again because of load: in process (no server), `_run` replaced by a
+script of outcomes, so each rule of `Runner._run_through_load` is seen on its own; and for real,
+on a workflow whose replay load makes fail the deadlock check. The crash
 tests of the suite run it for real; a deadlock on a loaded CI runner is what it was made for
 (deepagents, after-checkpoint:2: six workflow tasks in a row failed the SDK's 2 s check)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -80,3 +85,30 @@ def test_a_deadlock_that_stays_is_reported_after_the_last_rerun() -> None:
     with pytest.raises(_CellFailed, match="Potential deadlock"):
         asyncio.run(runner._run_through_load(nothing, [], nothing, runs))
     assert len(runner.shortened) == LOADED_RERUNS + 1 and not runner.outcomes
+
+
+def test_a_replay_slowed_by_load_is_run_again_grouped_or_exact(
+    app_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A cell whose new worker's replay fails the SDK's deadlock check on every attempt (the
+    first four replays are slow: apps/slow_replay_app.py) is run again and passes, saying why,
+    grouped or exact; it once waited out its deadline ("no result within 120 s"), a false ✗.
+    Replays slow for ever end the cell with the deadlock as its cause (measured by hand)."""
+    args = ["--worker", "slow_replay_app:build", "--workflow", "slow_replay_app:SlowReplayWorkflow",
+            "--input", '["milk", "eggs"]', "--observe", "slow_replay_app:notes_of"]  # fmt: skip
+    procs = {}
+    for mode, extra in {"grouped": [], "exact": ["--exact"]}.items():
+        slow = tmp_path / f"{mode}.slow"
+        slow.write_text("4")
+        env = {**app_env, "NOTES_KEYED": "1", "SLOW_REPLAYS": str(slow)}
+        command = [sys.executable, "-m", "temporal_crashtest", "run", *args, *extra,
+                   "--json", str(tmp_path / f"{mode}.json")]  # fmt: skip
+        procs[mode] = subprocess.Popen(command, env=env, cwd=tmp_path, text=True,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    for mode, proc in procs.items():
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        cells = json.loads((tmp_path / f"{mode}.json").read_text())["cells"]
+        notes = [n for c in cells for n in c["fast_forward"]]
+        assert any("deadlock check (a loaded machine)" in n for n in notes), (mode, notes)
+        assert (tmp_path / f"{mode}.slow").read_text() == "0"

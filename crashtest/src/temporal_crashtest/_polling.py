@@ -34,7 +34,10 @@ NO_POLLER_GRACE_S = 10.0
 # retry can get past them.
 SET_UP_WRONG = ("failed decoding arguments", "is not registered on this worker")
 DEADLOCK = "[TMPRL1101]"  # the SDK's "Potential deadlock detected"
-DEADLOCK_ATTEMPTS = 6  # a workflow task failing so this many times in a row is reported
+# A workflow task failing the deadlock check this many times in a row is reported (a rerun, then
+# the cause): the SDK then keeps the run's thread until the slow code returns, so each later
+# attempt waits out the workflow task timeout first (attempt 5 came ~45 s in), past most deadlines.
+DEADLOCK_ATTEMPTS = 3
 NONDETERMINISM = "[TMPRL1100]"  # the SDK's "Nondeterminism error": the code no longer replays
 BLOCKED_IN_PRODUCTION = (
     "in production the run stays Running, its workflow task retried at growing intervals, until "
@@ -209,7 +212,7 @@ async def _task_failure(
     with a timeout, so its failures are written nowhere), as the worker `reported` it since then.
     The SDK's deadlock detector fails a task whose code did not yield for 2 s: on a loaded
     machine that can pass on the next attempt, so only DEADLOCK_ATTEMPTS of them in a row
-    count."""
+    count, with what it means (`DEADLOCK_CAUSE`)."""
     history = await run.handle.fetch_history()
     failures: list[str] = []
     completed_at = 0.0
@@ -229,7 +232,16 @@ async def _task_failure(
         return None
     if NONDETERMINISM in failures[-1]:
         return f"{with_likely_cause(failures[-1])} ({BLOCKED_IN_PRODUCTION})"
+    if DEADLOCK in failures[-1]:
+        return f"{with_likely_cause(failures[-1])} ({DEADLOCK_CAUSE})"
     return with_likely_cause(failures[-1])
+
+
+DEADLOCK_CAUSE = (
+    "the workflow code ran over 2 s without yielding, on each attempt: a replay of a long "
+    "history or blocking work in workflow code; production's workers fail it the same way when "
+    "they are as slow"
+)
 
 
 async def _unpolled(client: Client, run: OpenRun, ready_for_s: float | None) -> Stuck | None:

@@ -908,7 +908,9 @@ class Runner:
             )
         assert run.handle is not None
         waits = await what_it_waits_on(run.handle, frozenset(run.killed))
-        return _CellFailed(f"no result within {self.deadline_s:g} s; {waits}")
+        failed = [why for _, why in worker.status.task_failures.values()]
+        told = f"; the worker's last workflow task failure: {failed[-1]}" if failed else ""
+        return _CellFailed(f"no result within {self.deadline_s:g} s; {waits}{told}")
 
     async def _look(self, run: _Run, worker: _Worker, watch: _Watch) -> None:
         """One look at a run still going: the cell fails if the drive function raised, if the
