@@ -33,6 +33,8 @@ from agent.effects import find_by_key, insert_once, log_effect
 from agent.model_errors import (
     AnswerTooLarge,
     ModelAnswerRefused,
+    ModelBudgetSpent,
+    ModelNoAnswer,
     ModelOutputError,
     ModelUnavailable,
 )
@@ -178,6 +180,10 @@ def model_from_env() -> Model:
 
 MAX_TIMEOUT_S = 240.0  # within the steps' 5-minute start-to-close timeout
 MODEL_CALLS_PER_STEP = 3  # a malformed answer is asked again, this many calls in all
+DEFAULT_PAID_ATTEMPTS = 3  # MODEL_PAID_ATTEMPTS: sent, unanswered calls a step may pay for
+UNANSWERED = (
+    "~unanswered-"  # a recorded call that was sent and never answered: `{key}~unanswered-…`
+)
 # An answer's size cap: every answer travels in a Temporal payload (2 MB at most, with the rest
 # of the step's result) and is kept in model_calls.
 DEFAULT_MAX_ANSWER_BYTES = 64 * 1024
@@ -188,6 +194,12 @@ REFUSED = "refused_answer"  # a recorded call whose answer was refused: {REFUSED
 MAX_ANSWER_DEPTH = 32
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"?')
 _BRACKET = re.compile(r"[\[\]{}]")
+
+
+def paid_attempts() -> int:
+    """MODEL_PAID_ATTEMPTS (default 3, 1 to 20): how many times a step's call may be sent and
+    go unanswered (each may be charged) before the step fails."""
+    return int(env_number("MODEL_PAID_ATTEMPTS", DEFAULT_PAID_ATTEMPTS, minimum=1, maximum=20))
 
 
 def max_answer_bytes() -> int:
@@ -353,7 +365,13 @@ async def _answer(
     kept = _UNRECORDED.get() if call_key is not None else None
     answer = kept.take(call_key) if kept is not None and call_key is not None else None
     if answer is None:
-        answer = await _ask(model, prompt)
+        try:
+            answer = await _ask(model, prompt)
+        except ModelNoAnswer as err:
+            if call_key is not None:
+                await _unanswered(conn, run_id=run_id, step=step, prompt=prompt, key=call_key,
+                                  why=str(err))  # fmt: skip
+            raise
     elif call_key is not None:
         log.info("%s: the answer paid for in an earlier attempt, recorded now", call_key)
     if kept is not None and call_key is not None:
@@ -363,6 +381,31 @@ async def _answer(
     if kept is not None and call_key is not None:
         kept.recorded(call_key)
     return row[1]
+
+
+async def _unanswered(
+    conn: psycopg.AsyncConnection, *, run_id: str, step: int, prompt: str, key: str, why: str
+) -> None:
+    """Record a call that was sent and not answered (the provider may charge for it) under
+    `{key}~unanswered-N`; ModelBudgetSpent once MODEL_PAID_ATTEMPTS of them are recorded for
+    `key`, on any engine and across attempts, workers and restarts."""
+    values = {"run_id": run_id, "step": step, "prompt": prompt,
+              "response": Jsonb({"unanswered": redact(why)[:500]})}  # fmt: skip
+    cur = await conn.execute(
+        "select count(*) from model_calls where starts_with(idempotency_key, %s)"
+        " and position('~superseded-' in idempotency_key) = 0",
+        (key + UNANSWERED,),
+    )
+    row = await cur.fetchone()
+    paid = (row[0] if row else 0) + 1
+    await insert_once(conn, "model_calls", values, f"{key}{UNANSWERED}{paid}", ["id"])
+    if paid >= (allowed := paid_attempts()):
+        raise ModelBudgetSpent(
+            f"step {step} ({prompt_task(prompt)}): the model did not answer on {paid} paid "
+            f"attempts (MODEL_PAID_ATTEMPTS={allowed}): {redact(why)}; not asked again (each "
+            "may be charged): raise MODEL_TIMEOUT_S if the model is slow, or "
+            "MODEL_PAID_ATTEMPTS"
+        )
 
 
 async def call_model(

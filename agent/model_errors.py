@@ -10,6 +10,17 @@ class ModelUnavailable(AgentError):
     """The model did not answer this time (429, 5xx, no connection, timeout): try again."""
 
 
+class ModelNoAnswer(ModelUnavailable):
+    """The request reached the model and no answer came back (a timeout while it was thinking,
+    a connection dropped after the request was sent): the provider may have charged for it.
+    Retried, within the step's budget of paid attempts (MODEL_PAID_ATTEMPTS)."""
+
+
+class ModelBudgetSpent(AgentError):
+    """A step's calls went unanswered on as many paid attempts as MODEL_PAID_ATTEMPTS allows:
+    asking again would pay again for what may never answer in time. The step fails."""
+
+
 class ModelRefused(AgentError):
     """The model's provider refused the request (a 4xx other than 429): retrying will not help."""
 

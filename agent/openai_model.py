@@ -6,8 +6,10 @@ The client does not retry: Temporal does (the activity's retry policy), and a re
 answered call is prevented by the call's record, not by the client. Every response body is read
 through a size cap (`CappedTransport`): a provider that sends more than an answer can hold is
 cut off as it streams, not after the whole body sits in memory (`AnswerTooLarge`). A 429, a
-5xx, no answer or a timeout is `ModelUnavailable` (retried); any other 4xx is `ModelRefused` (the
-run fails with the provider's reason). The answer is validated like the stub's.
+5xx or no connection is `ModelUnavailable` (retried); a request sent and not answered (a timeout,
+a dropped connection) is `ModelNoAnswer`, retried within the step's budget of paid attempts
+(`agent.llm`); any other 4xx is `ModelRefused` (the run fails with the provider's reason). The
+answer is validated like the stub's.
 
 No key closes one window: a provider charges for a call whose answer we never recorded (the
 worker dies after the provider answered and before the record was written), and the retry pays
@@ -21,9 +23,11 @@ from collections.abc import AsyncIterator
 import httpx2
 import openai
 
-from agent.model_errors import AnswerTooLarge, ModelRefused, ModelUnavailable
+from agent.model_errors import AnswerTooLarge, ModelNoAnswer, ModelRefused, ModelUnavailable
 from infra.redaction import redact
 
+# The transport's errors that mean the request never left (no connection was made): not paid.
+NOT_SENT = frozenset({"ConnectError", "ConnectTimeout", "PoolTimeout", "UnsupportedProtocol"})
 # A response body holds the answer JSON-escaped (a control character takes 6 bytes), with the
 # rest of the completion around it.
 ESCAPED_BYTES_PER_BYTE = 6
@@ -78,6 +82,7 @@ class OpenAIModel:
     ) -> None:
         self.base_url = base_url
         self.name = name
+        self.timeout_s = timeout_s
         self.client = openai.AsyncOpenAI(
             base_url=base_url,
             api_key=api_key,
@@ -108,8 +113,13 @@ class OpenAIModel:
         except openai.APIConnectionError as err:  # a timeout is one too
             if isinstance(err.__cause__, AnswerTooLarge):  # raised while the body was read
                 raise err.__cause__ from None
-            raise ModelUnavailable(
-                redact(f"no answer from the model at {self.base_url}: {err}")
+            what = redact(f"no answer from the model at {self.base_url}: {err}")
+            if type(err.__cause__).__name__ in NOT_SENT:
+                raise ModelUnavailable(what) from None
+            raise ModelNoAnswer(  # sent: the provider may have answered, and charged
+                f"{what} (MODEL_TIMEOUT_S={self.timeout_s:g})"
+                if isinstance(err, openai.APITimeoutError)
+                else what
             ) from None
         if not response.choices:
             return ""

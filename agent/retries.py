@@ -7,7 +7,9 @@ DBOS steps retry in their own process on the same schedule (`dbos_agent.agent`).
 bounded: 20 attempts are about 80 s of back-to-back failures (0.2 s doubling to 5 s between
 them), longer than any outage the chaos lab makes (a Postgres restart takes ~2 s, Temporal's
 ~5 s) and than a worker kill costs (one attempt); a step failing for longer fails its run with
-its last error instead of retrying forever.
+its last error instead of retrying forever. A model call that was sent and never answered (a
+timeout) may have been charged: those have a smaller budget of their own, MODEL_PAID_ATTEMPTS
+(`agent.llm`), after which the step fails with `ModelBudgetSpent`.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 
 from agent.grocer import GrocerRefused, OrderNotOurs
 from agent.guardrails import GuardrailViolation
-from agent.model_errors import ModelAnswerRefused, ModelOutputError, ModelRefused
+from agent.model_errors import ModelAnswerRefused, ModelBudgetSpent, ModelOutputError, ModelRefused
 
 # What the steps raise when another attempt cannot help. Temporal's retry policy names them by
 # class name (as it matches an application error's type), so a rename cannot skip one.
@@ -25,6 +27,7 @@ NOT_RETRIED: tuple[type[Exception], ...] = (
     ModelOutputError,
     ModelAnswerRefused,
     ModelRefused,
+    ModelBudgetSpent,
     GuardrailViolation,
     GrocerRefused,
     OrderNotOurs,

@@ -3,10 +3,12 @@ real HTTP exchange with the real `openai` client. It answers as the stub model w
 test has scripted a failure for the coming requests ("429", "400", "echo-auth": a 400 that
 echoes the request's Authorization header, as careless providers do), or a hostile answer for a
 step (`hostile[task] = text`: that step's prompt gets `text`, whoever asks, as a real model
-answers from the conversation). `asked` counts the paid calls per step."""
+answers from the conversation), or a slow one (`slow[task] = seconds` before it answers). `asked`
+counts the calls answered per step, `received` every call that reached it (each may be paid)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import Counter, deque
 
@@ -22,6 +24,8 @@ class FakeOpenAI:
         self.requests = 0
         self.hostile: dict[str, str] = {}  # a step's name -> the answer its prompt gets
         self.asked: Counter[str] = Counter()  # a step's name -> the calls answered for it
+        self.received: Counter[str] = Counter()  # a step's name -> the calls that reached it
+        self.slow: dict[str, float] = {}  # a step's name -> seconds before its answer
         self.stub = StubModel()
         self.runner: web.AppRunner | None = None
         self.port = free_port()
@@ -65,6 +69,8 @@ class FakeOpenAI:
                 status=400,
             )  # fmt: skip
         prompt = body["messages"][-1]["content"]
+        self.received[prompt_task(prompt)] += 1
+        await asyncio.sleep(self.slow.get(prompt_task(prompt), 0))
         self.asked[prompt_task(prompt)] += 1
         content = self.hostile.get(prompt_task(prompt)) or await self.stub.complete(prompt)
         return web.json_response({

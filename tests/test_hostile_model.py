@@ -26,6 +26,7 @@ from tests.helpers import (
     run_python,
     state,
 )
+from tests.test_dbos import setup_dbos
 from workflows.grocery import ACTIVITY_NAMES
 
 # the step's activity, in the history
@@ -55,11 +56,11 @@ REFUSED = [
 
 async def run_once(
     provider: FakeOpenAI, db_url: str, address: str, workers: Callable[..., WorkerProcess],
-    *args: str,
+    *args: str, **env: str,
 ) -> tuple[str, subprocess.CompletedProcess[str]]:  # fmt: skip
     """One run through the fake model: its workflow id, and the starter's exit and output."""
     queue, household = new_run_id("q"), new_run_id("h")
-    workers(queue, **provider.env())
+    workers(queue, **provider.env(), **env)
     done = await asyncio.to_thread(
         run_python,
         ["starter.py", "--task-queue", queue, "--household", household, *args],
@@ -107,3 +108,39 @@ async def test_escape_codes_and_an_echoed_key_are_shown_harmless(
     kept = db.execute("select response::text from model_calls where run_id = %s", (workflow_id,))
     for where in (stdout, stderr, history, *(row[0] for row in kept)):
         assert key not in where
+
+
+def unanswered(db: psycopg.Connection, run_id: str) -> int:
+    rows = db.execute(
+        "select count(*) from model_calls where run_id = %s and response ? 'unanswered'",
+        (run_id,),
+    ).fetchone()
+    return rows[0] if rows else 0
+
+
+async def test_a_model_too_slow_for_its_timeout_is_paid_a_few_times_on_each_engine(
+    provider: FakeOpenAI, db_url: str, temporal_address: str,
+    workers: Callable[..., WorkerProcess], db: psycopg.Connection,
+) -> None:  # fmt: skip
+    """A model that answers in 2 s behind MODEL_TIMEOUT_S=1: each request reached it (and may
+    be charged). It was asked 20 times for one step, the run failing after 104 s; now the step
+    fails after MODEL_PAID_ATTEMPTS (3) with one line naming both settings, on Temporal and on
+    DBOS alike, each unanswered call recorded."""
+    provider.slow["plan"] = 2.0
+    why = "the model did not answer on 3 paid attempts (MODEL_PAID_ATTEMPTS=3)"
+    workflow_id, done = await run_once(provider, db_url, temporal_address, workers,
+                                       MODEL_TIMEOUT_S="1")  # fmt: skip
+    assert_one_line_error(done, why)
+    assert "MODEL_TIMEOUT_S" in done.stderr
+    assert provider.received["plan"] == 3 and unanswered(db, workflow_id) == 3
+
+    setup_dbos(db_url)
+    run_id = new_run_id("slow-model")
+    done = await asyncio.to_thread(
+        run_python,
+        ["-m", "dbos_agent", "run", "--run-id", run_id],
+        child_env(db_url, **provider.env(), MODEL_TIMEOUT_S="1"),
+        RESULT_TIMEOUT_S,
+    )
+    assert_one_line_error(done, why)
+    assert provider.received["plan"] == 6 and unanswered(db, run_id) == 3
