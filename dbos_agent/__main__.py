@@ -340,12 +340,16 @@ async def list_left_pending(url: str, schema: str) -> int:
             await conn.execute(sql.SQL(_LEFT_PENDING).format(schema=where), {"latest": latest})
         ).fetchall()
     for run_id, version, executor in rows:
-        print(f"{run_id}: pending on version {version} (executor {executor})")
+        print(
+            f"{visible(run_id)}: pending on version {visible(str(version))} "
+            f"(executor {visible(str(executor))})"
+        )
     if not rows:
-        print(f"no run left pending by another version (latest: {latest})")
+        print(f"no run left pending by another version (latest: {visible(str(latest))})")
         return 0
     print(
-        f"{len(rows)} run(s) left pending by another version than the latest ({latest}): no "
+        f"{len(rows)} run(s) left pending by another version than the latest "
+        f"({visible(str(latest))}): no "
         "process of the latest recovers them. Keep a process of their version running until "
         "they end (DBOS__APPVERSION=<their version> python -m dbos_agent serve), or roll back; "
         "forking them onto the new version gives them new workflow ids, and so new keys: their "

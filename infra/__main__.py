@@ -32,21 +32,30 @@ async def stop() -> int:
     return 0
 
 
-async def blocked() -> int:
+async def blocked(limit: int) -> int:
     from infra.blocked import WHAT_TO_DO, blocked_runs
     from infra.cli import visible
     from infra.temporal_client import connect_temporal
 
+    def progress(checked: int) -> None:
+        print(f"checked {checked} running run(s) so far", file=sys.stderr, flush=True)
+
     client = await connect_temporal()
     found = 0
-    async for run in blocked_runs(client):
+    async for run in blocked_runs(client, limit=limit, progress=progress):
         found += 1
-        print(f"{run.workflow_id} (run {run.run_id}): {visible(run.why)}")
+        print(f"{visible(run.workflow_id)} (run {visible(run.run_id)}): {visible(run.why)}")
     if found:
         print(f"{found} blocked run(s): {WHAT_TO_DO}")
     else:
-        print("no blocked run")
+        print(f"no blocked run (among at most {limit} running runs: --limit N to look at more)")
     return 1 if found else 0
+
+
+def _limit(text: str) -> int:
+    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= 10_000_000:
+        raise argparse.ArgumentTypeError(f"a whole number from 1 to 10000000, not {text!r}")
+    return int(text)
 
 
 def temporal_address() -> int:
@@ -65,9 +74,13 @@ def temporal_address() -> int:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m infra", description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["stop", "temporal-address", "blocked"])
-    command = parser.parse_args().command
+    parser.add_argument(
+        "--limit", type=_limit, default=10_000, help="blocked: look at most at N running runs"
+    )
+    args = parser.parse_args()
+    command = args.command
     if command == "temporal-address":
         sys.exit(temporal_address())
     from infra.cli import run_main
 
-    run_main(blocked() if command == "blocked" else stop())
+    run_main(blocked(args.limit) if command == "blocked" else stop())

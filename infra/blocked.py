@@ -20,12 +20,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported by the worker and the starter, which have the SDK already
-    from temporalio.client import Client, WorkflowHistory
+    from temporalio.client import Client, WorkflowExecution, WorkflowHistory
     from temporalio.common import MetricMeter
 
 SDK_WORKFLOW_LOGGER = "temporalio.worker._workflow"
@@ -159,16 +159,42 @@ class BlockedRun:
     why: str  # the failure, or what Temporal reported when the history shows none
 
 
-async def blocked_runs(client: Client) -> AsyncIterator[BlockedRun]:
+CHECKED_AT_ONCE = 16  # runs described (and their histories read) at once
+PROGRESS_EVERY = 500  # runs checked between two progress lines
+
+
+async def blocked_runs(
+    client: Client, *, limit: int | None = None, progress: Callable[[int], None] | None = None
+) -> AsyncIterator[BlockedRun]:
     """Every Running run a deploy blocked: its workflow task failing (past its first attempt, or
-    reported by Temporal) with a nondeterminism error its history shows."""
-    async for run in client.list_workflows(RUNNING):
-        handle = client.get_workflow_handle(run.id, run_id=run.run_id)
-        reported = run.search_attributes.get("TemporalReportedProblems")
-        if not reported:
-            pending = (await handle.describe()).raw_description.pending_workflow_task
-            if pending.attempt < 2:
-                continue
-        why = why_blocked(await handle.fetch_history())
-        if why is not None:
-            yield BlockedRun(run.id, run.run_id, why)
+    reported by Temporal) with a nondeterminism error its history shows. Runs are checked
+    CHECKED_AT_ONCE at a time, at most `limit` of them; `progress(checked)` every
+    PROGRESS_EVERY."""
+    batch: list[WorkflowExecution] = []
+    checked = 0
+    async for run in client.list_workflows(RUNNING, limit=limit):
+        batch.append(run)
+        if len(batch) < CHECKED_AT_ONCE:
+            continue
+        for found in await asyncio.gather(*(_blocked(client, r) for r in batch)):
+            if found is not None:
+                yield found
+        if (
+            progress is not None
+            and (checked + len(batch)) // PROGRESS_EVERY > checked // PROGRESS_EVERY
+        ):
+            progress(checked + len(batch))
+        checked, batch = checked + len(batch), []
+    for found in await asyncio.gather(*(_blocked(client, r) for r in batch)):
+        if found is not None:
+            yield found
+
+
+async def _blocked(client: Client, run: WorkflowExecution) -> BlockedRun | None:
+    handle = client.get_workflow_handle(run.id, run_id=run.run_id)
+    if not run.search_attributes.get("TemporalReportedProblems"):
+        pending = (await handle.describe()).raw_description.pending_workflow_task
+        if pending.attempt < 2:
+            return None
+    why = why_blocked(await handle.fetch_history())
+    return None if why is None else BlockedRun(run.id, run.run_id, why)

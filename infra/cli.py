@@ -21,10 +21,14 @@ EXIT_EXPECTED_FAILURE = 2
 def visible(text: str) -> str:
     """`text` with every character a terminal would act on instead of showing (escape codes,
     carriage returns, bidirectional overrides, ...) written as its escape (`\\x1b`), so that text
-    from a model or a server prints as what it is, on one line."""
-    return "".join(
+    from a model or a server prints as what it is, on one line; one that begins with `::` or
+    holds `##[` (GitHub Actions' workflow commands) defused."""
+    out = "".join(
         ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text
     )
+    if out.startswith("::"):
+        out = "\\x3a" + out[1:]
+    return out.replace("##[", "#\\x23[")
 
 
 def exit_now(code: int) -> NoReturn:

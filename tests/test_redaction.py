@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from infra.cli import visible
 from infra.redaction import redact
 
 ENV = {
@@ -81,3 +82,21 @@ def test_a_libpq_keyword_sslpassword_is_hidden() -> None:
     env = {"DATABASE_URL": f"host=db sslpassword={SECRET} dbname=grocery"}
     for line in (env["DATABASE_URL"], f"bad passphrase {SECRET}"):
         assert SECRET not in redact(line, env)
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("::add-mask::secret", "\\x3a:add-mask::secret"),
+        ("grocery-a\x1b]52;c;cm0=\x07-w49", "grocery-a\\x1b]52;c;cm0=\\x07-w49"),
+        ("run\r\nforged line", "run\\r\\nforged line"),
+        ("abc ##[error]x", "abc #\\x23[error]x"),
+        ("rlo\u202eevil", "rlo\\u202eevil"),
+        ("grocery-smith-2026-W49", "grocery-smith-2026-W49"),
+    ],
+)
+def test_what_the_commands_print_of_an_id_is_one_harmless_line(text: str, shown: str) -> None:
+    """`python -m infra blocked` and `python -m dbos_agent pending` print workflow ids, run ids
+    and versions anyone could have chosen through `visible`: once raw (a line began
+    `::add-mask::`, ESC and OSC reached the terminal)."""
+    assert visible(text) == shown
