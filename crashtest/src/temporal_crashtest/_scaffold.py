@@ -15,8 +15,12 @@ stops with that line, not with a wrong verdict)."""
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib
+import importlib.util
 import inspect
+import keyword
+import sys
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +32,7 @@ from temporalio.client import Plugin
 
 from temporal_crashtest._errors import InputError
 from temporal_crashtest._loading import load, workflow_type
+from temporal_crashtest._outputs import check_output, write_output
 
 _BY_STRING = {
     "execute_activity",
@@ -188,17 +193,15 @@ def scaffold(reference: str, out: Path, *, force: bool = False) -> str:
         raise InputError(f"scaffold takes MODULE:CLASS, not {reference!r}")
     workflow_type(reference)  # an InputError unless a @workflow.defn class
     cls = load(reference, "the workflow")
-    if out.exists() and not force:
-        raise InputError(f"{out} exists: give another --out, or --force to replace it")
-    if out.suffix != ".py":
-        raise InputError(f"the hooks file is a Python module: {out} does not end in .py")
+    _check_out(out, force=force)
     found = _Found()
     _read(cls, found, set())
     _handlers(cls, found)
     text = _render(reference, cls, found, out)
     ast.parse(text)  # what it writes is Python
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
+    check_output(out, "--out")  # not through a link, not onto a folder or a device
+    write_output(out, text.encode(), "--out")
     missing = sorted(found.by_string - found.activity_names())
     lines = [
         f"wrote {out}: {len(found.workflows)} workflow(s), "
@@ -222,6 +225,34 @@ def scaffold(reference: str, out: Path, *, force: bool = False) -> str:
     return "\n".join(lines)
 
 
+def _check_out(out: Path, *, force: bool) -> None:
+    """InputError for a hooks file that cannot be imported by the name the command gives, or
+    would hide another module (`json.py` shadows the standard library's for the whole run)."""
+    if out.suffix != ".py":
+        raise InputError(f"the hooks file is a Python module: {out} does not end in .py")
+    if not out.stem.isidentifier() or keyword.iskeyword(out.stem):
+        raise InputError(f"--out {out}: {out.stem!r} is not a module name (letters, digits, _)")
+    if out.is_symlink():
+        raise InputError(f"--out {out} is a symbolic link: name the file itself")
+    if out.exists() and not force:
+        raise InputError(f"{out} exists: give another --out, or --force to replace it")
+    taken = out.stem in sys.stdlib_module_names or out.stem in sys.builtin_module_names
+    if not taken and not out.exists():
+        with contextlib.suppress(ImportError, ValueError):
+            taken = importlib.util.find_spec(out.stem) is not None
+    if taken:
+        raise InputError(
+            f"--out {out}: a module named {out.stem!r} exists already, and the hooks would hide "
+            f"it wherever they are imported: name it e.g. {out.stem}_crash_hooks.py"
+        )
+
+
+def _docstring_text(text: str) -> str:
+    """`text` as it may stand inside a triple-quoted docstring: a backslash or a `\"\"\"` of
+    the user's (a constructor's default, a path) cannot end it early."""
+    return text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+
+
 def _module_name(out: Path) -> str:
     """The hooks file's module name, imported from the working directory (outside it: its
     name, importable with its folder on PYTHONPATH)."""
@@ -229,7 +260,8 @@ def _module_name(out: Path) -> str:
         relative = out.resolve().relative_to(Path.cwd())
     except ValueError:
         return out.stem
-    return ".".join(relative.with_suffix("").parts)
+    parts = relative.with_suffix("").parts
+    return ".".join(parts) if all(p.isidentifier() for p in parts) else out.stem
 
 
 def _command(reference: str, found: _Found, out: Path) -> list[str]:
@@ -259,17 +291,21 @@ def _render(reference: str, cls: type, found: _Found, out: Path) -> str:
             body.append(f"    {var} = {owner.__name__}()")
         else:
             body.append(f"    {var} = _{var}()")
+            todo = _docstring_text(
+                f"TODO: build it as your worker does: {owner.__name__}{signature}."
+            )
+            error = repr(f"{out.name}: write how to build {owner.__name__}")
             builders.append(
                 textwrap.dedent(f'''
                 def _{var}() -> {owner.__name__}:
-                    """TODO: build it as your worker does: {owner.__name__}{signature}."""
-                    raise NotImplementedError("{out.name}: write how to build {owner.__name__}")
+                    """{todo}"""
+                    raise NotImplementedError({error})
                 ''')
             )
         activities += [f"{var}.{m}" for m in methods]
     workflows = [w.__name__ for w in found.workflows.values()]
     missing = sorted(found.by_string - found.activity_names())
-    run = " \\\\\n        ".join(_command(reference, found, out))
+    run = " \\\\\n        ".join(_docstring_text(c) for c in _command(reference, found, out))
     plugin = (
         [f"(adding --plugin MODULE:NAME, a function returning the {', '.join(found.plugins)})"]
         if found.plugins
@@ -331,7 +367,7 @@ def _render(reference: str, cls: type, found: _Found, out: Path) -> str:
                     would: `temporal_crashtest.send_signal(handle, name, arg)`,
                     `send_update(...)` and `wait_until(handle, query, test)` are retried while no
                     worker is up (see examples/shapes/conversation.py)."""
-                    raise NotImplementedError("{out.name}: write the drive: {", ".join(sends)}")
+                    raise NotImplementedError({f"{out.name}: write the drive"!r})
                 ''').rstrip()
         )
     return "\n".join(parts).rstrip() + "\n"
