@@ -135,10 +135,14 @@ def test_a_test_that_cannot_fail_is_refused(
     assert done.returncode == 2 and message in done.stderr.splitlines()[-1], done.stderr
 
 
+@pytest.mark.parametrize("observer", ["hangs", "blocks_the_loop"])
 def test_a_hung_observer_is_bounded_by_the_deadline(
-    app_env: dict[str, str], tmp_path: Path
+    app_env: dict[str, str], tmp_path: Path, observer: str
 ) -> None:
-    args = [*NOTES, "--input", '["milk"]', "--observe", "hostile_app:hangs", "--deadline-s", "3"]
+    """A sync observer that never returns, and an async one that calls `time.sleep` (it once
+    stalled the event loop its deadline runs on: hung for ever)."""
+    args = [*NOTES, "--input", '["milk"]', "--observe", f"hostile_app:{observer}",
+            "--deadline-s", "3"]  # fmt: skip
     started_at = time.monotonic()
     done = crashtest(args, app_env, tmp_path, timeout=90)
     assert done.returncode == 2, done.stderr
@@ -260,3 +264,28 @@ def test_hostile_strings_through_every_writer() -> None:
         assert not re.search(r"(?<!\\)\]\(javascript:", written["markdown"]), written["markdown"]
         rows = written["markdown"].splitlines()
         assert len({len(re.findall(r"(?<!\\)\|", row)) for row in rows}) == 1, rows
+
+
+def test_a_fork_server_whose_imports_hang_gives_up(app_env: dict[str, str], tmp_path: Path) -> None:
+    """A `--deploy-tree` (or worker) module that sleeps at import once left the tool silent for
+    good: its fork server's readiness had no deadline. It now says why within the timeout."""
+    import asyncio
+    import os
+
+    from temporal_crashtest._processes import CANNOT_IMPORT, Processes
+
+    async def start() -> str | None:
+        procs = Processes(tmp_path, app_env)
+        try:
+            return await procs.start_fork_server(
+                ["--worker", "sleepy_import_app:build"], import_timeout_s=3
+            )
+        finally:
+            await procs.kill_all_and_reap()
+
+    started_at = time.monotonic()
+    os.environ.setdefault("NOTES_DIR", str(tmp_path))
+    why = asyncio.run(start())
+    assert why is not None and why.startswith(CANNOT_IMPORT), why
+    assert "did not finish within 3 s" in why
+    assert time.monotonic() - started_at < 30

@@ -32,7 +32,6 @@ from temporal_crashtest._errors import (
     CrashTestError,
     InputError,
 )
-from temporal_crashtest._forkserver import CANNOT_IMPORT
 from temporal_crashtest._groups import run_cells
 from temporal_crashtest._hazards import deploy_hazards
 from temporal_crashtest._http import LOG_NAME as HTTP_LOG
@@ -40,7 +39,7 @@ from temporal_crashtest._http import HttpObserver, unattributed
 from temporal_crashtest._loading import load_callable, load_data_converter, load_plugins
 from temporal_crashtest._model import NEW, OLD, Drive, Observe, Reference, Target, to_json
 from temporal_crashtest._points import MAX_REPEAT, CrashPoint
-from temporal_crashtest._processes import ForkedServer, NotForked, Processes
+from temporal_crashtest._processes import CANNOT_IMPORT, ForkedServer, NotForked, Processes
 from temporal_crashtest._replay import summary
 from temporal_crashtest._report import Cell, Report, Untested, differences, short
 from temporal_crashtest._runner import DEFAULT_DEADLINE_S, Runner

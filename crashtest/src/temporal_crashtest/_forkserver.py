@@ -31,10 +31,9 @@ from temporal_crashtest._errors import InputError
 from temporal_crashtest._exits import exit_now
 from temporal_crashtest._loading import load_callable, load_data_converter, load_plugins
 from temporal_crashtest._outputs import open_log
-from temporal_crashtest._processes import ForkedServer, NotForked, die_with_parent
+from temporal_crashtest._processes import CANNOT_IMPORT, ForkedServer, NotForked, die_with_parent
 
 REAP_EVERY_S = 0.02  # how soon a worker's end is reported
-CANNOT_IMPORT = "cannot import the worker: "  # how an `unsafe` answer says the import failed
 
 
 def import_target(factory: str, data_converter: str | None, plugins: list[str]) -> None:

@@ -17,6 +17,11 @@ from typing import Any, Protocol
 
 from temporal_crashtest._outputs import open_log
 
+CANNOT_IMPORT = "cannot import the worker: "  # how a fork server says its imports failed
+# A fork server's imports (the workers' code, the SDK, a framework) take a few seconds; one that
+# has not said it is ready by then never will (a module that waits at import).
+IMPORT_TIMEOUT_S = 60.0
+
 
 class Child(Protocol):
     """What the crash test needs of a worker process, started afresh or forked."""
@@ -111,9 +116,15 @@ class ForkServer:
         requests = asyncio.StreamWriter(transport, protocol, None, loop)
         return cls(Forked(pid), requests, answers)
 
-    async def ready(self) -> str | None:
-        """Wait for the imports; None once it forks, else why it cannot."""
-        line = await self.answers.readline()
+    async def ready(self, timeout_s: float = IMPORT_TIMEOUT_S) -> str | None:
+        """Wait for the imports, at most `timeout_s`; None once it forks, else why it cannot."""
+        try:
+            line = await asyncio.wait_for(self.answers.readline(), timeout_s)
+        except TimeoutError:
+            return (
+                f"{CANNOT_IMPORT}its imports did not finish within {timeout_s:g} s (a module "
+                "that sleeps, waits on a network or a lock, or reads stdin when imported?)"
+            )
         try:
             answer = json.loads(line) if line else {"unsafe": "it exited on start"}
         except ValueError:
@@ -198,15 +209,20 @@ class Processes:
         return proc
 
     async def start_fork_server(
-        self, args: list[str], tree: str | None = None, name: str = "forkserver"
+        self,
+        args: list[str],
+        tree: str | None = None,
+        name: str = "forkserver",
+        import_timeout_s: float = IMPORT_TIMEOUT_S,
     ) -> str | None:
         """Start a fork server for the workers of source tree `tree` (`args`: what it
         imports); None once it is ready, else why it cannot fork (the workers are then started
-        afresh)."""
+        afresh), its imports not done within `import_timeout_s` among the reasons."""
         command = ["-m", "temporal_crashtest._forkserver", str(os.getpid()), *args]
         proc = await self._spawn(name, command, {}, tree, pipes=True)
         assert proc.stdin is not None and proc.stdout is not None
-        return await self._use(ForkServer(proc, proc.stdin, proc.stdout), tree)
+        server = ForkServer(proc, proc.stdin, proc.stdout)
+        return await self._use(server, tree, import_timeout_s)
 
     async def adopt_fork_server(self, forked: ForkedServer) -> str | None:
         """Use the fork server this process forked (`_forkserver.fork_here`), for `cwd`."""
@@ -214,8 +230,10 @@ class Processes:
         self.running[forked.pid] = server.proc
         return await self._use(server, None)
 
-    async def _use(self, server: ForkServer, tree: str | None) -> str | None:
-        why = await server.ready()
+    async def _use(
+        self, server: ForkServer, tree: str | None, timeout_s: float = IMPORT_TIMEOUT_S
+    ) -> str | None:
+        why = await server.ready(timeout_s)
         if why is None:
             self.forks[tree] = server
         else:

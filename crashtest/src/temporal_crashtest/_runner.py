@@ -23,7 +23,7 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -152,16 +152,35 @@ class _Watch:
 
 
 async def _call(fn: Callable[..., Any], *args: Any) -> Any:
-    """A user's function, sync (in a thread of its own) or async. A sync one runs in a daemon
-    thread, not the event loop's executor: if it never returns, waiting for it can be given up
-    (a deadline, Ctrl-C) and the process still exits (the executor's threads are joined at the
-    end of `asyncio.run`, a daemon thread is not)."""
+    """A user's function, sync (in a thread of its own) or async, on this event loop (the drive,
+    which is handed this loop's client). A sync one runs in a daemon thread, not the event
+    loop's executor: if it never returns, waiting for it can be given up (a deadline, Ctrl-C)
+    and the process still exits (the executor's threads are joined at the end of
+    `asyncio.run`, a daemon thread is not)."""
     if inspect.iscoroutinefunction(fn):
         return await fn(*args)
     value = await _in_a_thread_of_its_own(fn, *args)
     if inspect.isawaitable(value):
         value = await value
     return value
+
+
+async def _call_apart(fn: Callable[..., Any], *args: Any) -> Any:
+    """A user's function that is handed nothing of this loop's (`observe`), sync or async, in a
+    daemon thread with an event loop of its own: one that blocks (an async function calling
+    `time.sleep`, a sync client) cannot stall this loop, so its deadline still comes."""
+    return await _in_a_thread_of_its_own(_to_its_end, fn, *args)
+
+
+def _to_its_end(fn: Callable[..., Any], *args: Any) -> Any:
+    value = fn(*args)
+    if inspect.isawaitable(value):
+        value = asyncio.run(_awaited(value))
+    return value
+
+
+async def _awaited(value: Awaitable[Any]) -> Any:
+    return await value
 
 
 _ASK_AGAIN = {RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.UNAVAILABLE}
@@ -324,7 +343,9 @@ class Runner:
     async def _users_view(self, workflow_id: str) -> Any:
         assert self.observe_fn is not None
         try:
-            value = await asyncio.wait_for(_call(self.observe_fn, workflow_id), self.deadline_s)
+            value = await asyncio.wait_for(
+                _call_apart(self.observe_fn, workflow_id), self.deadline_s
+            )
         except TimeoutError:
             raise CrashTestAborted(
                 f"observe({workflow_id!r}) did not return within {self.deadline_s:g} s "
