@@ -75,7 +75,11 @@ async def _authenticate(request: web.Request, handler: Handler) -> web.StreamRes
         response.headers["WWW-Authenticate"] = "Bearer"
         response.force_close()  # a client without a key holds no connection
         return response
-    prove(request)
+    if not prove(request, account):
+        response = _error(503, "this account holds as many connections as it may; try again")
+        response.headers["Retry-After"] = "1"
+        response.force_close()
+        return response
     request[ACCOUNT] = account
     return await handler(request)
 

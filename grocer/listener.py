@@ -8,9 +8,13 @@
 - **Connections**: at most GROCER_MAX_CONNECTIONS open at once. When one more comes, the oldest
   open connection that has made no request with a valid key and is not serving one is answered
   503 (JSON, `Retry-After`) and closed to make room; if every open connection has proven its key
-  (or is busy), the newcomer is answered 503 and closed. The agent retries a 503. A request
-  without a valid key is answered 401 and its connection closed: clients without a key cannot
-  hold the connections real ones need.
+  (or is busy), the oldest idle connection of the account that holds the most (two or more) is,
+  else the newcomer is answered 503 and closed. The agent retries a 503. A request without a
+  valid key is answered 401 and its connection closed: clients without a key cannot hold the
+  connections real ones need.
+- **Per account**: one account holds at most GROCER_MAX_CONNECTIONS_PER_ACCOUNT connections; a
+  request of its on one more is answered 503 and that connection closed, so one household (or
+  one leaked key) cannot hold every connection and turn every other household away.
 - **Broken requests**: what aiohttp's parser refuses (not HTTP, a line too long, a bad header)
   is answered with a JSON error that echoes nothing of the request, and logged as one line; a
   client that hangs up is one line too, never a traceback.
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -42,11 +47,13 @@ class HttpLimits:
     header_timeout_s: float = 10.0
     body_timeout_s: float = 10.0
     max_connections: int = 100
+    max_connections_per_account: int = 20
 
     @classmethod
     def from_env(cls) -> HttpLimits:
         """GROCER_HEADER_TIMEOUT_S, GROCER_BODY_TIMEOUT_S (0.1 to 300: less answers no request
-        on a loaded machine) and GROCER_MAX_CONNECTIONS (1-10000); a bad value is one line."""
+        on a loaded machine), GROCER_MAX_CONNECTIONS and GROCER_MAX_CONNECTIONS_PER_ACCOUNT
+        (1-10000); a bad value is one line."""
         defaults = cls()
         return cls(
             header_timeout_s=env_number(
@@ -61,6 +68,14 @@ class HttpLimits:
             max_connections=int(
                 env_number(
                     "GROCER_MAX_CONNECTIONS", defaults.max_connections, minimum=1, maximum=10_000
+                )
+            ),
+            max_connections_per_account=int(
+                env_number(
+                    "GROCER_MAX_CONNECTIONS_PER_ACCOUNT",
+                    defaults.max_connections_per_account,
+                    minimum=1,
+                    maximum=10_000,
                 )
             ),
         )
@@ -104,20 +119,27 @@ class _Handler(web.RequestHandler):
     the listener when its connection is gone; `proven` once a request on it carried a valid
     key."""
 
-    def __init__(self, *args: Any, gone: Callable[[_Handler], None], **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, gone: Callable[[_Handler], None], held: Counter[str], **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self._gone = gone
-        self.proven = False
+        self.held = held  # connections proven per account, shared by the listener's handlers
+        self.account: str | None = None  # the account whose key a request on it carried
+
+    @property
+    def proven(self) -> bool:
+        return self.account is not None
+
+    def idle(self) -> bool:
+        """Connected and serving no request (aiohttp's own flag; True while one runs)."""
+        return self.transport is not None and not getattr(self, "_request_in_progress", True)
 
     def evictable(self) -> bool:
         """Connected (a burst of connections is made before any is connected: closing one then
         would leave it open for good), neither proven nor serving a request (aiohttp's own flag;
         True while one runs)."""
-        return (
-            self.transport is not None
-            and not self.proven
-            and not getattr(self, "_request_in_progress", True)
-        )
+        return self.idle() and not self.proven
 
     def evict(self) -> None:
         """Answer 503 and close: its place goes to a newer connection."""
@@ -127,6 +149,9 @@ class _Handler(web.RequestHandler):
 
     def connection_lost(self, exc: BaseException | None) -> None:
         super().connection_lost(exc)
+        if self.account is not None:
+            self.held[self.account] -= 1
+            self.account = None
         self._gone(self)
 
     def handle_error(
@@ -178,6 +203,7 @@ async def listen(runner: web.AppRunner, host: str, port: int, limits: HttpLimits
     # Counted here, not from the server's list: a burst of connections is accepted before any
     # of them is registered there. Oldest first (a dict keeps its insertion order).
     open_now: dict[_Handler, None] = {}
+    held: Counter[str] = Counter()
     busy = 0
 
     def connection() -> asyncio.Protocol:
@@ -190,7 +216,7 @@ async def listen(runner: web.AppRunner, host: str, port: int, limits: HttpLimits
                     len(open_now),
                     busy,
                 )
-            oldest = next((h for h in open_now if h.evictable()), None)
+            oldest = next((h for h in open_now if h.evictable()), None) or _greediest(open_now)
             if oldest is None:
                 return _Busy()
             del open_now[oldest]
@@ -202,6 +228,7 @@ async def listen(runner: web.AppRunner, host: str, port: int, limits: HttpLimits
             access_log=None,  # no access log, as AppRunner(access_log=None)
             logger=_SERVER_LOG,
             gone=lambda gone: open_now.pop(gone, None),
+            held=held,
         )
         open_now[handler] = None
         return handler
@@ -209,7 +236,31 @@ async def listen(runner: web.AppRunner, host: str, port: int, limits: HttpLimits
     return await loop.create_server(connection, host, port, reuse_address=True)
 
 
-def prove(request: web.Request) -> None:
-    """The request carried a valid key: its connection is no longer the first to make room."""
-    if isinstance(request.protocol, _Handler):
-        request.protocol.proven = True
+def _greediest(open_now: dict[_Handler, None]) -> _Handler | None:
+    """The oldest idle connection of the account holding the most connections (two or more),
+    to make room for a newcomer when no connection without a key can."""
+    counts = Counter(h.account for h in open_now if h.account is not None)
+    most = max(counts.values(), default=0)
+    if most < 2:
+        return None
+    greedy = {a for a, n in counts.items() if n == most}
+    return next((h for h in open_now if h.account in greedy and h.idle()), None)
+
+
+def prove(request: web.Request, account: str) -> bool:
+    """The request carried `account`'s valid key: its connection is no longer the first to make
+    room. False if the account holds as many connections as it may already (this one is to be
+    answered 503 and closed)."""
+    handler = request.protocol
+    if not isinstance(handler, _Handler) or handler.account == account:
+        return True
+    limit = request.app[LIMITS].max_connections_per_account
+    if handler.held[account] >= limit:
+        log.warning("account %s holds %d connections, the most allowed: answered 503",
+                    visible(account), limit)  # fmt: skip
+        return False
+    if handler.account is not None:  # another account's key on the same connection
+        handler.held[handler.account] -= 1
+    handler.account = account
+    handler.held[account] += 1
+    return True

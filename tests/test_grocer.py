@@ -428,3 +428,42 @@ def test_clients_without_a_key_cannot_hold_the_connections(db_url: str) -> None:
             real.close()
             for sock in idle:
                 sock.close()
+
+
+def _get(conn: http.client.HTTPConnection, key: str) -> int:
+    conn.request("GET", f"/orders?reference={ref()}", headers={"Authorization": f"Bearer {key}"})
+    response = conn.getresponse()
+    response.read()
+    return response.status
+
+
+def test_one_account_cannot_hold_every_connection(db_url: str) -> None:
+    """A grocer allowing 6 connections, 4 an account: one household's 5th connection is answered
+    503, and when the others fill the rest, a newcomer takes the place of the greediest
+    household's oldest idle connection, not a 503 (one valid account holding the cap once
+    turned every other household away)."""
+    with running_grocer(db_url, GROCER_MAX_CONNECTIONS="6", GROCER_MAX_CONNECTIONS_PER_ACCOUNT="4",
+                        GROCER_API_KEYS=GROCER_API_KEYS) as url:  # fmt: skip
+        port = int(url.rsplit(":", 1)[1])
+        time.sleep(0.5)  # the start-up probe's connection is gone at the grocer too
+        opened: list[http.client.HTTPConnection] = []
+
+        def connect() -> http.client.HTTPConnection:
+            opened.append(http.client.HTTPConnection("127.0.0.1", port, timeout=5))
+            return opened[-1]
+
+        try:
+            greedy = [connect() for _ in range(5)]
+            assert [_get(c, GROCER_API_KEY) for c in greedy] == [200, 200, 200, 200, 503]
+            other = [connect() for _ in range(2)]
+            assert [_get(c, STRANGER_API_KEY) for c in other] == [200, 200]
+            time.sleep(0.3)  # 6 open: 4 of the greedy household's, 2 of the other's
+            assert _get(connect(), STRANGER_API_KEY) == 200
+            try:  # its oldest idle connection made room: answered 503, or closed under us
+                evicted = _get(greedy[0], GROCER_API_KEY)
+            except (ConnectionError, http.client.HTTPException):
+                evicted = 503
+            assert evicted == 503
+        finally:
+            for conn in opened:
+                conn.close()
