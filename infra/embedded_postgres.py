@@ -8,10 +8,10 @@ trust authentication: whoever reaches the socket is let in. The socket sits in t
 (0700) unless that path is too long for a socket; then the library puts it in a runtime folder it
 makes world-writable (0777). So the socket file itself is made 0700 by the server
 (`unix_socket_permissions`, written into the configuration before every start, with the rest
-of `SETTINGS`: no window in which another user can connect), and `_keep_socket_private` makes
-the folder the server's own, 0700, once the server is up and again by every command that finds
-it running (a command killed mid-start leaves it 0777). Root, our commands, passes any mode;
-another local user does not.
+of `SETTINGS`: no window in which another user can connect), the folder is made the server
+user's own and 0700 instead of 0777 before the server starts (`_PrivateFolder`), and
+`_keep_socket_private` checks it again by every command that finds the server running. Root,
+our commands, passes any mode; another local user does not.
 
 A running server is found from its own `postmaster.pid`, without going through the library's
 handle list: the library records every process that asks for the server in
@@ -109,7 +109,44 @@ def _server_class() -> Any:
             super().ensure_pgdata_inited()
             _settings(self.pgdata)
 
+        def ensure_postgres_running(self) -> None:
+            # The library makes a socket folder outside the data directory world-writable
+            # (0777) before the server starts, so that the server's user can write there; for
+            # the ~0.3 s until the server is up another local user could plant files in it.
+            # Here the folder it picks is the server user's own and 0700 instead, from the start.
+            pick = library.find_suitable_socket_dir
+            owner = self.pgdata.stat()
+
+            def private(pgdata: Path, runtime_path: Path) -> Path:
+                return _PrivateFolder(pick(pgdata, runtime_path), owner.st_uid, owner.st_gid)
+
+            library.find_suitable_socket_dir = private
+            try:
+                super().ensure_postgres_running()
+            finally:
+                library.find_suitable_socket_dir = pick
+
     return PrivateSocketServer
+
+
+class _PrivateFolder(type(Path())):  # type: ignore[misc]
+    """A folder whose `chmod` makes it its owner's alone, whatever mode is asked for: owned by
+    the server's user (`uid`, `gid`) and 0700. Its parent is a plain path (the library opens the
+    folders above it for traversal, as it must)."""
+
+    def __new__(cls, path: Path, uid: int, gid: int) -> _PrivateFolder:
+        folder = super().__new__(cls, path)
+        folder.server_user = (uid, gid)
+        return folder
+
+    @property
+    def parent(self) -> Path:
+        return Path(str(super().parent))
+
+    def chmod(self, mode: int, *, follow_symlinks: bool = True) -> None:
+        if os.geteuid() == 0:
+            os.chown(self, *self.server_user)
+        super().chmod(0o700, follow_symlinks=follow_symlinks)
 
 
 def ensure_postgres(pgdata: Path | None = None) -> str:

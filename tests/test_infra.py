@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import shutil
 import signal
 import stat
 import subprocess
+import threading
 import time
 from pathlib import Path
 
+import platformdirs
 import psycopg
 import pytest
 
@@ -66,12 +69,32 @@ def test_a_socket_outside_the_data_directory_is_the_servers_alone(tmp_path: Path
     """A DATA_DIR too long for a Unix socket path: the library puts the socket in a runtime
     folder it makes 0777, and with trust authentication any local user could connect. The
     folder ends up 0700 and the server's own; a nobody cannot even list it; we still connect.
-    The socket file itself is 0700 from the moment the server makes it (no window while the
-    folder is still 0777), and a command that finds the folder left 0777 (one killed mid-start)
-    makes it private again."""
+    The folder is never 0777, not even while the server starts (it was for ~0.3 s); the socket
+    file itself is 0700 from the moment the server makes it, and a command that finds the folder
+    left 0777 (one killed mid-start) makes it private again."""
     data = tmp_path / ("d" * 110)
-    url = start_embedded(data)
+    runtime = platformdirs.user_runtime_path("python_PostgresServer")  # where the library puts it
+    before = set(runtime.iterdir()) if runtime.is_dir() else set()
+    modes: set[int] = set()
+    starting = threading.Event()
+
+    def watch() -> None:  # every mode a new folder there has while the server starts
+        while not starting.is_set():
+            for folder in set(runtime.iterdir()) - before if runtime.is_dir() else ():
+                with contextlib.suppress(OSError):
+                    modes.add(stat.S_IMODE(folder.stat().st_mode))
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
     try:
+        url = start_embedded(data)
+    finally:
+        starting.set()
+        watcher.join()
+    try:
+        # never writable by another user (the library's mkdir makes it 0755 for a moment)
+        assert modes and all(m & 0o022 == 0 for m in modes), sorted(map(oct, modes))
         where = socket_dir(data / "pg")
         assert where is not None and where != data / "pg", where  # the long-path case
         [sock] = where.glob(".s.PGSQL.*[0-9]")
