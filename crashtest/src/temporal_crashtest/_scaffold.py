@@ -276,11 +276,23 @@ def _command(reference: str, found: _Found, out: Path) -> list[str]:
 
 
 def _render(reference: str, cls: type, found: _Found, out: Path) -> str:
-    imports: dict[str, set[str]] = {}
-    for value in [*found.workflows.values(), *found.functions.values()]:
-        imports.setdefault(value.__module__, set()).add(value.__name__)
-    for owner, _ in found.classes.values():
-        imports.setdefault(owner.__module__, set()).add(owner.__name__)
+    """The hooks file: its docstring and imports, a builder per activity class that takes
+    arguments, the worker factory, and the drive when the run waits for messages."""
+    waits = bool(found.signals or found.updates)
+    body, activities, builders = _activity_objects(found, out)
+    parts = [
+        _head(reference, found, out, waits),
+        *builders,
+        _factory(found, body, activities),
+    ]
+    if waits:
+        parts.append(_drive(found, out))
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def _activity_objects(found: _Found, out: Path) -> tuple[list[str], list[str], list[str]]:
+    """The factory's lines that build the activity classes, the activities it registers, and
+    a builder (raising until written) per class whose constructor takes arguments."""
     body: list[str] = []
     activities = sorted(f.__name__ for f in found.functions.values())
     builders: list[str] = []
@@ -303,41 +315,52 @@ def _render(reference: str, cls: type, found: _Found, out: Path) -> str:
                 ''')
             )
         activities += [f"{var}.{m}" for m in methods]
-    workflows = [w.__name__ for w in found.workflows.values()]
-    missing = sorted(found.by_string - found.activity_names())
+    return body, activities, builders
+
+
+def _head(reference: str, found: _Found, out: Path, waits: bool) -> str:
+    """The module's docstring (the command to run) and its imports."""
+    imports: dict[str, set[str]] = {}
+    for value in [*found.workflows.values(), *found.functions.values()]:
+        imports.setdefault(value.__module__, set()).add(value.__name__)
+    for owner, _ in found.classes.values():
+        imports.setdefault(owner.__module__, set()).add(owner.__name__)
     run = " \\\\\n        ".join(_docstring_text(c) for c in _command(reference, found, out))
     plugin = (
         [f"(adding --plugin MODULE:NAME, a function returning the {', '.join(found.plugins)})"]
         if found.plugins
         else []
     )
-    head = "\n".join(
-        [
-            f'"""Crash-test hooks for {reference}, written by',
-            "`python -m temporal_crashtest scaffold` from the workflow's code as far as it shows",
-            "it: review each TODO, then run",
-            "",
-            f"    python -m temporal_crashtest run {run}",
-            "",
-            *plugin,
-            "`--http` records the effectful HTTP requests your activities send (their effects, and",
-            "model calls as paid calls). Effects taken another way (rows in your database) need an",
-            "`observe(workflow_id) -> JSON` here too, given with `--observe`: see the guide.",
-            '"""',
-            "",
-            "from __future__ import annotations",
-            "",
-            "from datetime import timedelta",
-        ]
-    )
-    waits = bool(found.signals or found.updates)
-    parts = [head + ("\nfrom typing import Any\n" if waits else "\n")]
-    parts.append("from temporalio.client import Client" + (", WorkflowHandle" if waits else ""))
-    parts.append("from temporalio.worker import Worker\n")
-    for module in sorted(imports):
-        parts.append(f"from {module} import {', '.join(sorted(imports[module]))}")
-    parts.append("")
-    parts.extend(builders)
+    lines = [
+        f'"""Crash-test hooks for {reference}, written by',
+        "`python -m temporal_crashtest scaffold` from the workflow's code as far as it shows",
+        "it: review each TODO, then run",
+        "",
+        f"    python -m temporal_crashtest run {run}",
+        "",
+        *plugin,
+        "`--http` records the effectful HTTP requests your activities send (their effects, and",
+        "model calls as paid calls). Effects taken another way (rows in your database) need an",
+        "`observe(workflow_id) -> JSON` here too, given with `--observe`: see the guide.",
+        '"""',
+        "",
+        "from __future__ import annotations",
+        "",
+        "from datetime import timedelta",
+        *(["from typing import Any"] if waits else []),
+        "",
+        "from temporalio.client import Client" + (", WorkflowHandle" if waits else ""),
+        "from temporalio.worker import Worker\n",
+        *(f"from {m} import {', '.join(sorted(imports[m]))}" for m in sorted(imports)),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _factory(found: _Found, body: list[str], activities: list[str]) -> str:
+    """`build_worker`: the workflows and activities found, on the crash test's client."""
+    workflows = [w.__name__ for w in found.workflows.values()]
+    missing = sorted(found.by_string - found.activity_names())
     todo = ""
     if missing:
         todo = f"    # TODO: activities named by a string, not found: {', '.join(missing)}\n"
@@ -356,18 +379,18 @@ def _render(reference: str, cls: type, found: _Found, out: Path) -> str:
         "        sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),",
         "    )",
     ]
-    parts.append("\n".join(factory))
-    if waits:
-        sends = [f"signal {s}" for s in found.signals] + [f"update {u}" for u in found.updates]
-        parts.append(
-            textwrap.dedent(f'''
+    return "\n".join(factory)
 
-                async def drive(handle: WorkflowHandle[Any, Any]) -> None:
-                    """Send what the run waits for ({", ".join(sends)}), in the order a user
-                    would: `temporal_crashtest.send_signal(handle, name, arg)`,
-                    `send_update(...)` and `wait_until(handle, query, test)` are retried while no
-                    worker is up (see examples/shapes/conversation.py)."""
-                    raise NotImplementedError({f"{out.name}: write the drive"!r})
-                ''').rstrip()
-        )
-    return "\n".join(parts).rstrip() + "\n"
+
+def _drive(found: _Found, out: Path) -> str:
+    """`drive`, to be written: what the run waits for."""
+    sends = [f"signal {s}" for s in found.signals] + [f"update {u}" for u in found.updates]
+    return textwrap.dedent(f'''
+
+        async def drive(handle: WorkflowHandle[Any, Any]) -> None:
+            """Send what the run waits for ({", ".join(sends)}), in the order a user
+            would: `temporal_crashtest.send_signal(handle, name, arg)`,
+            `send_update(...)` and `wait_until(handle, query, test)` are retried while no
+            worker is up (see examples/shapes/conversation.py)."""
+            raise NotImplementedError({f"{out.name}: write the drive"!r})
+        ''').rstrip()
