@@ -7,7 +7,7 @@ attempt number): earlier attempts show as the wait between scheduling and that s
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -91,76 +91,104 @@ def timeline_of(
     if not runs or not runs[0].history.events:
         return None
     start = _time(runs[0].history.events[0])
-    last = start
 
     def at(when: datetime) -> float:
         return round((when - start).total_seconds(), 3)
 
     bars: list[Bar] = []
     marks: list[Mark] = []
+    last = start
     for run in runs:
         scope = "" if run is runs[0] else f"{run.workflow_type} "
-        scheduled: dict[int, tuple[str, datetime]] = {}
-        started: dict[int, tuple[datetime, int]] = {}
+        read = _RunReader(scope, run is runs[0], labels or {}, at)
         for event in run.history.events:
-            when = _time(event)
-            last = max(last, when)
-            kind = event.event_type
-            if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-                asked = event.activity_task_scheduled_event_attributes
-                stamp = decode_stamp(asked.header.fields.get(STAMP_HEADER))
-                name = scope + asked.activity_type.name
-                if stamp is not None and labels:
-                    name = labels.get(f"{stamp.scope}:{stamp.position}", name)
-                scheduled[event.event_id] = (name, when)
-            elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-                attrs = event.activity_task_started_event_attributes
-                started[attrs.scheduled_event_id] = (when, attrs.attempt)
-            elif kind in _CLOSED:
-                field_name = {
-                    EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED: "activity_task_completed",
-                    EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED: "activity_task_failed",
-                    EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT: "activity_task_timed_out",
-                    EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED: "activity_task_canceled",
-                }[kind]
-                attrs = getattr(event, f"{field_name}_event_attributes")
-                label, since = scheduled.pop(attrs.scheduled_event_id, ("?", when))
-                began = started.pop(attrs.scheduled_event_id, None)
-                bars.append(
-                    Bar(
-                        label=label,
-                        scheduled=at(since),
-                        started=at(began[0]) if began else None,
-                        closed=at(when),
-                        attempt=began[1] if began else 1,
-                        outcome=_CLOSED[kind],
-                    )
-                )
-            elif kind in _TASK_TROUBLE:
-                marks.append(Mark(at=at(when), what=scope + _TASK_TROUBLE[kind]))
-            elif kind in _RUN_ENDS and run is runs[0]:
-                marks.append(Mark(at=at(when), what="run ended"))
-        for event_id, (label, since) in scheduled.items():
-            began = started.get(event_id)
-            bars.append(
-                Bar(
-                    label=label,
-                    scheduled=at(since),
-                    started=at(began[0]) if began else None,
-                    closed=None,
-                    attempt=began[1] if began else 1,
-                    outcome="open",
-                )
-            )
-    for kill in kills:
-        marks.append(Mark(at=at(kill.replace(tzinfo=UTC)), what="worker killed"))
+            read.event(event)
+        bars += read.bars + read.still_open()
+        marks += read.marks
+        last = max(last, read.last)
+    marks += [Mark(at=at(kill.replace(tzinfo=UTC)), what="worker killed") for kill in kills]
     bars.sort(key=lambda b: b.scheduled)
     marks.sort(key=lambda m: m.at)
-    length = max([at(last), *(m.at for m in marks)])
     return Timeline(
         workflow_id=runs[0].workflow_id,
         run_id=runs[0].run_id,
-        length=length,
+        length=max([at(last), *(m.at for m in marks)]),
         bars=bars,
         marks=marks,
     )
+
+
+# The attributes of each event that closes an activity.
+_CLOSED_ATTRIBUTES = {
+    EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED: "activity_task_completed_event_attributes",
+    EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED: "activity_task_failed_event_attributes",
+    EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT: "activity_task_timed_out_event_attributes",
+    EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED: "activity_task_canceled_event_attributes",
+}
+
+
+class _RunReader:
+    """One run's history read into bars (its activities) and marks (its workflow tasks' trouble
+    and, for the root's first run, its end), in seconds from the tree's start (`at`)."""
+
+    def __init__(
+        self,
+        scope: str,
+        root: bool,
+        labels: Mapping[str, str],
+        at: Callable[[datetime], float],
+    ) -> None:
+        self.scope, self.root, self.labels, self.at = scope, root, labels, at
+        self.scheduled: dict[int, tuple[str, datetime]] = {}
+        self.started: dict[int, tuple[datetime, int]] = {}
+        self.bars: list[Bar] = []
+        self.marks: list[Mark] = []
+        self.last = datetime.min.replace(tzinfo=UTC)
+
+    def event(self, event: HistoryEvent) -> None:
+        when = _time(event)
+        self.last = max(self.last, when)
+        kind = event.event_type
+        if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            asked = event.activity_task_scheduled_event_attributes
+            stamp = decode_stamp(asked.header.fields.get(STAMP_HEADER))
+            name = self.scope + asked.activity_type.name
+            if stamp is not None:
+                name = self.labels.get(f"{stamp.scope}:{stamp.position}", name)
+            self.scheduled[event.event_id] = (name, when)
+        elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+            attrs = event.activity_task_started_event_attributes
+            self.started[attrs.scheduled_event_id] = (when, attrs.attempt)
+        elif kind in _CLOSED:
+            attrs = getattr(event, _CLOSED_ATTRIBUTES[kind])
+            label, since = self.scheduled.pop(attrs.scheduled_event_id, ("?", when))
+            began = self.started.pop(attrs.scheduled_event_id, None)
+            self.bars.append(self._bar(label, since, began, when, _CLOSED[kind]))
+        elif kind in _TASK_TROUBLE:
+            self.marks.append(Mark(at=self.at(when), what=self.scope + _TASK_TROUBLE[kind]))
+        elif kind in _RUN_ENDS and self.root:
+            self.marks.append(Mark(at=self.at(when), what="run ended"))
+
+    def still_open(self) -> list[Bar]:
+        """A bar for each activity scheduled and not closed by the history's end."""
+        return [
+            self._bar(label, since, self.started.get(event_id), None, "open")
+            for event_id, (label, since) in self.scheduled.items()
+        ]
+
+    def _bar(
+        self,
+        label: str,
+        since: datetime,
+        began: tuple[datetime, int] | None,
+        closed: datetime | None,
+        outcome: str,
+    ) -> Bar:
+        return Bar(
+            label=label,
+            scheduled=self.at(since),
+            started=self.at(began[0]) if began else None,
+            closed=None if closed is None else self.at(closed),
+            attempt=began[1] if began else 1,
+            outcome=outcome,
+        )
