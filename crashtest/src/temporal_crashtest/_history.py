@@ -423,29 +423,10 @@ def read_tree(runs: list[RunHistory], served: frozenset[str] = frozenset()) -> T
     found: list[_Found] = []
     for run in runs:
         found += _found_in(run, tree.untested, served)
-    # One order across the tree: each run's boundaries by position, runs interleaved by time.
-    keyed: list[tuple[datetime, int, int, _Found]] = []
-    for index, run in enumerate(runs):
-        latest = datetime.min
-        for f in (f for f in found if f.run is run):
-            latest = max(latest, f.time)
-            keyed.append((latest, index, f.position, f))
-    ordered = [f for *_, f in sorted(keyed, key=lambda k: k[:3])]
+    ordered = _in_order(runs, found)
     names = scope_names({r.scope for r in runs})
     per_scope = Counter((f.run.scope, f.activity) for f in ordered)
-    calls: dict[tuple[str, str], list[_Found]] = {}
-    for f in ordered:
-        calls.setdefault((f.run.scope, f.activity), []).append(f)
-    run_ids = sorted({r.workflow_id for r in runs} | {r.run_id for r in runs})
-    hints: dict[int, str] = {}
-    for same in calls.values():
-        # Each call's first input strings, where they tell every call apart (`charge#2 (acme
-        # inv-2)`); else what is new in each (a conversation whose calls all start alike).
-        found_hints = [f.input for f in same]
-        if len(set(found_hints)) < len(same) or not all(found_hints):
-            found_hints = call_hints([f.strings for f in same], run_ids)
-        if len(set(found_hints)) > 1:
-            hints.update((id(f), h) for f, h in zip(same, found_hints, strict=True))
+    hints = _call_hints(runs, ordered)
     seen_in_scope: Counter[tuple[str, str]] = Counter()
     seen: Counter[str] = Counter()
     for number, f in enumerate(ordered, 1):
@@ -459,30 +440,62 @@ def read_tree(runs: list[RunHistory], served: frozenset[str] = frozenset()) -> T
                 label += f" ({hints[id(f)]})"
         if f.local:
             label += " (local)"
-        tree.boundaries.append(
-            Boundary(
-                number=number,
-                scope=f.run.scope,
-                position=f.position,
-                activity=f.activity,
-                local=f.local,
-                label=label,
-                occurrence=seen[f.activity],
-                activity_id=f.activity_id,
-                workflow_id=f.run.workflow_id,
-                run_id=f.run.run_id,
-                reset_event_id=f.reset_event_id,
-                scheduled=f.time,
-                ended=f.ended,
-                taken=f.taken,
-                closed=f.closed,
-                input=f.input,
-                input_digest=f.input_digest,
-                retry_s=f.retry_s,
-            )
-        )
+        tree.boundaries.append(_boundary(f, number, label, seen[f.activity]))
     tree.warnings += _repeated_activity_ids(tree)
     return tree
+
+
+def _in_order(runs: list[RunHistory], found: list[_Found]) -> list[_Found]:
+    """One order across the tree: each run's boundaries by position, runs interleaved by
+    time."""
+    keyed: list[tuple[datetime, int, int, _Found]] = []
+    for index, run in enumerate(runs):
+        latest = datetime.min
+        for f in (f for f in found if f.run is run):
+            latest = max(latest, f.time)
+            keyed.append((latest, index, f.position, f))
+    return [f for *_, f in sorted(keyed, key=lambda k: k[:3])]
+
+
+def _call_hints(runs: list[RunHistory], ordered: list[_Found]) -> dict[int, str]:
+    """By id(boundary): what tells apart the calls of one activity in one run: each call's
+    first input strings, where they tell every call apart (`charge#2 (acme inv-2)`); else
+    what is new in each (a conversation whose calls all start alike)."""
+    calls: dict[tuple[str, str], list[_Found]] = {}
+    for f in ordered:
+        calls.setdefault((f.run.scope, f.activity), []).append(f)
+    run_ids = sorted({r.workflow_id for r in runs} | {r.run_id for r in runs})
+    hints: dict[int, str] = {}
+    for same in calls.values():
+        found_hints = [f.input for f in same]
+        if len(set(found_hints)) < len(same) or not all(found_hints):
+            found_hints = call_hints([f.strings for f in same], run_ids)
+        if len(set(found_hints)) > 1:
+            hints.update((id(f), h) for f, h in zip(same, found_hints, strict=True))
+    return hints
+
+
+def _boundary(f: _Found, number: int, label: str, occurrence: int) -> Boundary:
+    return Boundary(
+        number=number,
+        scope=f.run.scope,
+        position=f.position,
+        activity=f.activity,
+        local=f.local,
+        label=label,
+        occurrence=occurrence,
+        activity_id=f.activity_id,
+        workflow_id=f.run.workflow_id,
+        run_id=f.run.run_id,
+        reset_event_id=f.reset_event_id,
+        scheduled=f.time,
+        ended=f.ended,
+        taken=f.taken,
+        closed=f.closed,
+        input=f.input,
+        input_digest=f.input_digest,
+        retry_s=f.retry_s,
+    )
 
 
 def _repeated_activity_ids(tree: Tree) -> list[str]:
