@@ -109,29 +109,9 @@ async def serve(args: argparse.Namespace) -> int:
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    if args.warm:
-        print(
-            f"{WARM} pid {os.getpid()}, task queue {args.task_queue}", file=sys.stderr, flush=True
-        )
-        status.send("warm")
-        waits = [asyncio.ensure_future(go.wait()), asyncio.ensure_future(stop.wait())]
-        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        for waiting in waits:
-            waiting.cancel()
-        if stop.is_set():
-            return 0
-    config = workers[0].config()
-    sticky = config.get("sticky_queue_schedule_to_start_timeout")
-    deployment = config.get("deployment_config")
-    versioned = deployment is not None and deployment.use_worker_versioning
-    build_id = deployment.version.build_id if deployment and versioned else None
-    facts = {
-        "identity": config.get("identity") or client.identity,
-        "sticky_s": sticky.total_seconds() if sticky is not None else None,
-        "task_queues": [w.task_queue for w in workers],
-        # Worker Versioning: the build id of the deployment version this worker is
-        "build_id": build_id,
-    }
+    if args.warm and not await _warm_until_told(args.task_queue, status, go, stop):
+        return 0
+    facts = _facts(workers, client.identity)
     async with contextlib.AsyncExitStack() as running:
         for each in workers:
             await running.enter_async_context(each)
@@ -145,6 +125,35 @@ async def serve(args: argparse.Namespace) -> int:
         status.send("ready", **facts)
         await stop.wait()
     return 0
+
+
+async def _warm_until_told(
+    task_queue: str, status: StatusWriter, go: asyncio.Event, stop: asyncio.Event
+) -> bool:
+    """Built and connected, not yet polling: say so, then wait to be told to go (True) or to
+    stop (False)."""
+    print(f"{WARM} pid {os.getpid()}, task queue {task_queue}", file=sys.stderr, flush=True)
+    status.send("warm")
+    waits = [asyncio.ensure_future(go.wait()), asyncio.ensure_future(stop.wait())]
+    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    for waiting in waits:
+        waiting.cancel()
+    return not stop.is_set()
+
+
+def _facts(workers: list[Worker], client_identity: str) -> dict[str, object]:
+    """What the crash test learns of a ready worker: its identity, sticky queue timeout, task
+    queues and (Worker Versioning) the build id of the deployment version it is."""
+    config = workers[0].config()
+    sticky = config.get("sticky_queue_schedule_to_start_timeout")
+    deployment = config.get("deployment_config")
+    versioned = deployment is not None and deployment.use_worker_versioning
+    return {
+        "identity": config.get("identity") or client_identity,
+        "sticky_s": sticky.total_seconds() if sticky is not None else None,
+        "task_queues": [w.task_queue for w in workers],
+        "build_id": deployment.version.build_id if deployment and versioned else None,
+    }
 
 
 def checked_workers(built: object, args: argparse.Namespace, client: object) -> list[Worker]:
