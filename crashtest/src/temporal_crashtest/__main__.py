@@ -17,9 +17,9 @@ may be sync or async.
 Worker processes inherit this command's working directory and environment.
 
 Boundaries are the activities and local activities of the run's whole tree: child workflows at
-any depth and every run of a continue-as-new chain. Crash points: after-effect:N,
-after-checkpoint:N, reset:N (N a position, an activity type such as charge#2, or a boundary's
-label); a *K suffix crashes K workers in a row at the point.
+any depth and every run of a continue-as-new chain. Crash points are MOMENT:N, each moment of
+`_points.Moment` (`--points` lists them, with what dies at each), N a position, an activity type
+such as charge#2, or a boundary's label; a *K suffix crashes K workers in a row at the point.
 
 Recoveries are fast-forwarded: the attempts a killed worker held are failed at once (retried under
 their own retry policy), runs are taken off its sticky queue, and cells run with a 1 s workflow

@@ -22,7 +22,7 @@ class Cell:
     observed final state against the reference's, and what its recovery waited on."""
 
     workflow_id: str  # the cell's run, to find it in the web UI
-    crash_at: str  # after-effect:N | after-checkpoint:N | reset:N, each maybe *K | none
+    crash_at: str  # MOMENT:N (a `_points.Moment`), maybe *K; "none" for the run without a crash
     activity: str  # the activity at the boundary (and the next one, for after-checkpoint)
     matches: bool  # the observed final state equals the reference's
     observed: Any

@@ -31,6 +31,7 @@ from temporal_crashtest._exits import EXIT_BAD_INPUT, exit_now
 from temporal_crashtest._http import install_from_env
 from temporal_crashtest._interceptor import CrashInterceptor, CrashSite
 from temporal_crashtest._loading import call, load_callable, load_data_converter, load_plugins
+from temporal_crashtest._points import SYNTAX
 from temporal_crashtest._processes import die_with_parent
 from temporal_crashtest._replay import replay_cuts, replay_file, write_replayed
 from temporal_crashtest._status import StatusWriter
@@ -60,7 +61,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=[],
         help="MODULE:NAME of a temporalio client Plugin (repeatable)",
     )
-    parser.add_argument("--crash-at", help="after-effect:N, after-checkpoint:N or a CrashSite JSON")
+    parser.add_argument("--crash-at", help=f"{SYNTAX}; or a CrashSite as JSON")
     parser.add_argument("--workflow-id", help="crash only in this workflow")
     parser.add_argument(
         "--task-timeout-s",
