@@ -35,6 +35,7 @@ from temporal_crashtest import Cell, CrashTestOptions, run_crash_test
 from agent.outcome import ONE_RUN_COUNTS, final_state
 from agent.releases import Release
 from crashlab.cells import MatrixCell, refuse_unknown
+from crashlab.engines import engine_named
 from crashlab.lab import (
     RESULT_TIMEOUT_S,
     Deploy,
@@ -138,7 +139,7 @@ class DeployCell(BaseModel, frozen=True):
 
     @property
     def expected(self) -> Verdict:
-        moments = tuple(MOMENTS) if self.engine == "temporal" else PROCESS_MOMENTS
+        moments = tuple(MOMENTS) if engine_named(self.engine).on_temporal else PROCESS_MOMENTS
         return EXPECTED[self.engine, self.design, self.change][moments.index(self.moment)]
 
 
@@ -356,7 +357,7 @@ async def run_deploy_matrix(
     temporal: dict[tuple[str, Change], list[DeployCell]] = {}
     processes = []
     for cell in cells:
-        if cell.engine == "temporal":
+        if engine_named(cell.engine).on_temporal:
             temporal.setdefault((cell.design, cell.change), []).append(cell)
         else:
             processes.append(cell)
