@@ -168,3 +168,24 @@ def test_no_product_function_is_over_60_lines() -> None:
                 if lines > LONGEST_FUNCTION:
                     long.append(f"{path.relative_to(ROOT)}:{node.name} ({lines} lines)")
     assert not long, "split into named steps that return values: " + ", ".join(long)
+
+
+# Functions the tool and the product each need and cannot share (the product imports nothing of
+# the tool, the tool nothing of ours): (the tool's file, the product's file, the function).
+TWINS = [
+    ("crashtest/src/temporal_crashtest/_exits.py", "infra/cli.py", "exit_now"),
+    ("crashtest/src/temporal_crashtest/_devserver.py", "infra/processes.py", "listening"),
+]
+
+
+def _function(path: str, name: str) -> str:
+    tree = ast.parse((ROOT / path).read_text())
+    [node] = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name]
+    return ast.dump(node)
+
+
+def test_the_copies_the_tool_and_the_product_keep_are_the_same() -> None:
+    """`exit_now` and `listening` stand in the tool and in the product, which may not import
+    each other: a fix to one copy is a fix to both, or this fails."""
+    for tool, product, name in TWINS:
+        assert _function(tool, name) == _function(product, name), (name, tool, product)
