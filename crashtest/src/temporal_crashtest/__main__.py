@@ -51,7 +51,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from temporal_crashtest._ci import github_errors, junit_xml
+from temporal_crashtest._ci import github_errors
 from temporal_crashtest._crash_test import (
     NOTHING,
     CrashTestOptions,
@@ -62,11 +62,10 @@ from temporal_crashtest._crash_test import (
 from temporal_crashtest._errors import CrashTestError, InputError
 from temporal_crashtest._exits import EXIT_ALL_MATCH, EXIT_BAD_INPUT, EXIT_SOME_DIFFER, exit_now
 from temporal_crashtest._forkserver import fork_here
-from temporal_crashtest._html import html_report
+from temporal_crashtest._formats import add_format_flags, check_outputs, write_reports
 from temporal_crashtest._http import DEFAULT_KEY_HEADER, DEFAULT_PAID, HttpObserver
 from temporal_crashtest._loading import load_callable, workflow_type
 from temporal_crashtest._model import NEW, OLD, Observe, Target
-from temporal_crashtest._outputs import OutputError, check_output, write_output
 from temporal_crashtest._points import GLOSSARY, Moment
 from temporal_crashtest._processes import ForkedServer, NotForked
 from temporal_crashtest._report import Cell, Report
@@ -96,10 +95,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "merge", help="merge the JSON reports of a crash test's shards (--shard K/N) into one"
     )
     merge.add_argument("reports", nargs="+", type=Path, help="each shard's --json report")
-    merge.add_argument("--json", type=Path, help="write the merged report as JSON here")
-    merge.add_argument("--markdown", type=Path, help="write the merged table as Markdown here")
-    merge.add_argument("--junit-xml", type=Path, help="write the merged JUnit XML here")
-    merge.add_argument("--html", type=Path, help="write the merged HTML report here")
+    add_format_flags(merge.add_argument)
     scaffold = sub.add_parser(
         "scaffold",
         help="write the hooks file for a workflow: the worker factory from its code, a drive "
@@ -222,19 +218,7 @@ def _where_the_server_is(add: Add) -> None:
 
 def _what_to_write(add: Add) -> None:
     """The reports, and the workers' logs."""
-    add("--json", type=Path, help="write the report as JSON here")
-    add("--markdown", type=Path, help="write the table as Markdown here")
-    add(
-        "--html",
-        type=Path,
-        help="write one self-contained HTML page here: the verdicts, each run's timeline, "
-        "links to the web UI, what was not tested",
-    )
-    add(
-        "--junit-xml",
-        type=Path,
-        help="write JUnit XML here: a testcase per crash point (the untested ones skipped)",
-    )
+    add_format_flags(add)
     add(
         "--logs",
         type=Path,
@@ -285,8 +269,7 @@ def progress(done: int, total: int, cell: Cell) -> None:
 def from_args(args: argparse.Namespace) -> tuple[Target, Observe | None, CrashTestOptions]:
     """The one call's arguments, every one checked before anything starts."""
     workflow_input = read_json(args.input, "--input")
-    for path, flag in outputs(args):
-        check_output(path, flag)
+    check_outputs(args)
     target = Target(
         worker=args.worker,
         workflow=workflow_type(args.workflow),
@@ -341,35 +324,6 @@ def _http_observer(args: argparse.Namespace) -> HttpObserver | None:
 def _tree(path: str | None) -> str | None:
     """A source tree's absolute path (its processes are told where their files are)."""
     return None if path is None else str(Path(path).absolute())
-
-
-def outputs(args: argparse.Namespace) -> list[tuple[Path, str]]:
-    """The report files asked for, with the flag that named each."""
-    named = [
-        (args.json, "--json"),
-        (args.markdown, "--markdown"),
-        (args.junit_xml, "--junit-xml"),
-        (args.html, "--html"),
-    ]
-    return [(path, flag) for path, flag in named if path is not None]
-
-
-def write_outputs(args: argparse.Namespace, report: Report) -> list[str]:
-    """Write every report file asked for; why each one that failed did (the others are still
-    written)."""
-    contents = {
-        "--json": report.json_bytes,
-        "--markdown": lambda: (report.table(markdown=True) + "\n").encode(),
-        "--junit-xml": lambda: junit_xml(report).encode(),
-        "--html": lambda: html_report(report).encode(),
-    }
-    failed = []
-    for path, flag in outputs(args):
-        try:
-            write_output(path, contents[flag](), flag)
-        except OutputError as err:
-            failed.append(str(err))
-    return failed
 
 
 STOP_GRACE_S = 5.0  # after SIGINT or SIGTERM, how long the test may take to clean up
@@ -430,7 +384,7 @@ def finish(args: argparse.Namespace, report: Report) -> int:
     if report.notes():
         print(report.notes())
     print(report.summary())
-    failed = write_outputs(args, report)
+    failed = write_reports(args, report)
     if os.environ.get("GITHUB_ACTIONS") == "true":
         for line in github_errors(report):
             print(line, flush=True)
@@ -445,8 +399,7 @@ def finish(args: argparse.Namespace, report: Report) -> int:
 
 def merge(args: argparse.Namespace) -> int:
     """`merge`: the shards' reports as one, printed and written as `run` does."""
-    for path, flag in outputs(args):
-        check_output(path, flag)
+    check_outputs(args)
     report = merge_reports([(str(path), read_report(path)) for path in args.reports])
     return finish(args, report)
 
