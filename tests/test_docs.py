@@ -25,6 +25,7 @@ _ROW = re.compile(r"^\| `([A-Z][A-Z0-9_*]+)` \|", re.MULTILINE)
 MARKDOWN = [
     ROOT / "README.md",
     ROOT / "crashtest" / "README.md",
+    *sorted((ROOT / "crashtest" / "docs").glob("*.md")),
     *sorted((ROOT / "docs").glob("*.md")),
 ]
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
