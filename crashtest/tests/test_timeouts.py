@@ -35,7 +35,8 @@ def test_fast_forwarded_and_real_timeouts_agree_at_every_combination(
     for mode, extra in modes.items():
         command = [sys.executable, "-m", "temporal_crashtest", "run", *args, *extra,
                    "--json", str(tmp_path / f"{mode}.json")]  # fmt: skip
-        procs[mode] = subprocess.Popen(command, env=app_env, cwd=tmp_path, text=True,
+        procs[mode] = subprocess.Popen(command, env={**app_env, "NOTES_KEYED": "1"}, cwd=tmp_path,
+                                       text=True,
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     verdicts = {}
     for mode, proc in procs.items():

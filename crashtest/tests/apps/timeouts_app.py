@@ -1,20 +1,24 @@
-"""One keyed note per activity, each under another combination of timeouts and retries
-(`TIMEOUTS`): a killed attempt ends as production's timeout ends it — retried (the run goes on)
-or not (the activity fails: the run fails, or the workflow catches it and goes on). The
-fast-forwarded verdict at each must equal the one that waits the timeouts out."""
+"""One keyed note per activity (the notes app's, with NOTES_KEYED=1), each under another
+combination of timeouts and retries (`TIMEOUTS`): a killed attempt ends as production's timeout
+ends it — retried (the run goes on) or not (the activity fails: the run fails, or the workflow
+catches it and goes on). The fast-forwarded verdict at each must equal the one that waits the
+timeouts out."""
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
-from temporalio import activity, workflow
+from temporalio import workflow
 from temporalio.client import Client
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 from temporalio.worker import Worker
+
+with workflow.unsafe.imports_passed_through():
+    from notes_app import notes_of, write_note  # keyed with NOTES_KEYED=1
+
+__all__ = ["TIMEOUTS", "TimeoutsWorkflow", "build", "notes_of"]
 
 S = timedelta(seconds=1)
 # Each combination: the activity's options, and whether the workflow catches its failure.
@@ -36,20 +40,6 @@ TIMEOUTS: dict[str, dict[str, Any]] = {
     },
     "schedule-to-close only, caught": {"schedule_to_close_timeout": 6 * S, "caught": True},
 }
-
-
-def notes_file(workflow_id: str) -> Path:
-    return Path(os.environ["NOTES_DIR"]) / f"{workflow_id}.txt"
-
-
-@activity.defn
-async def write_note(text: str) -> None:
-    info = activity.info()
-    path, key = notes_file(info.workflow_id or ""), f"{info.workflow_id}:{info.activity_id}"
-    if path.exists() and key in path.read_text():
-        return
-    with path.open("a") as notes:
-        notes.write(f"{key} {text}\n")
 
 
 @workflow.defn
@@ -75,9 +65,3 @@ def build(client: Client, task_queue: str) -> Worker:
         activities=[write_note],
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
     )
-
-
-def notes_of(workflow_id: str) -> list[str]:
-    path = notes_file(workflow_id)
-    lines = path.read_text().splitlines() if path.exists() else []
-    return [line.split(" ", 1)[1] for line in lines]
