@@ -30,14 +30,15 @@ DEFAULT_BACKOFF = timedelta(seconds=1)  # the server's default initial retry int
 @dataclass(frozen=True)
 class AttemptEnd:
     """What ends a dead worker's attempt: `timeout` (heartbeat, start-to-close, ...) of
-    `seconds`; whether another attempt follows; if not, `why`, and the timeout a fast-forward
-    shortens so that the server ends the activity as production would (`shorten`)."""
+    `seconds`; whether another attempt follows; if not, `why`; and the timeout a fast-forward
+    shortens so that the server ends the attempt as production would (`shorten`: the attempt's
+    own, or schedule-to-close when the window runs out)."""
 
     timeout: str
     seconds: float
     retried: bool
+    shorten: str
     why: str = ""
-    shorten: str = ""
 
 
 def attempt_end(
@@ -57,13 +58,13 @@ def attempt_end(
     timeout, length = own_timeout(heartbeat, start_to_close, schedule_to_close)
     if maximum_attempts and attempt >= maximum_attempts:
         why = f"attempt {attempt} of at most {maximum_attempts}"
-        return AttemptEnd(timeout, length, retried=False, why=why, shorten=timeout)
+        return AttemptEnd(timeout, length, retried=False, shorten=timeout, why=why)
     if deadline is not None:
         ends_at = started + timedelta(seconds=length)
         if ends_at + backoff >= deadline:
             why = "its schedule-to-close timeout leaves no time for another attempt"
-            return AttemptEnd(timeout, length, retried=False, why=why, shorten="schedule-to-close")
-    return AttemptEnd(timeout, length, retried=True)
+            return AttemptEnd(timeout, length, retried=False, shorten="schedule-to-close", why=why)
+    return AttemptEnd(timeout, length, retried=True, shorten=timeout)
 
 
 def own_timeout(

@@ -127,7 +127,7 @@ async def _end(
     already, else None."""
     where = (attempt.workflow_id, attempt.run_id, attempt.activity_id)
     if not attempt.retryable:
-        return await _time_out_soon(client, *where, attempt.shorten or attempt.timeout)
+        return await _time_out_soon(client, *where, attempt.shorten)
     beat = details.get(where)
     request = RespondActivityTaskFailedRequest(
         namespace=client.namespace,
@@ -153,7 +153,7 @@ def _what_was_done(
     for e, a in zip(ends, attempts, strict=True):
         if e is None and not a.retryable:
             done.append(
-                f"an attempt no retry follows: its {a.shorten or a.timeout} timeout shortened to "
+                f"an attempt no retry follows: its {a.shorten} timeout shortened to "
                 f"{ENDING_TIMEOUT.total_seconds():g} s, so the server times it out now and the "
                 "workflow handles the activity's failure"
             )

@@ -101,7 +101,7 @@ class Attempt:
     timeout: str = "start-to-close"  # which timeout ends it: heartbeat, start-to-close, ...
     timeout_s: float = 0.0  # its length (0: none set)
     ends: str = ""  # when not retryable: what production sees, in words
-    shorten: str = ""  # when not retryable: the timeout a fast-forward shortens (_attempt_end)
+    shorten: str = "start-to-close"  # the timeout a fast-forward shortens (`_attempt_end`)
 
     @classmethod
     def of(cls, info: activity.Info) -> Attempt:
@@ -139,7 +139,7 @@ def end_of(info: activity.Info) -> AttemptEnd:
         start_to_close=info.start_to_close_timeout,
         schedule_to_close=s2c,
         deadline=info.scheduled_time + s2c if s2c else None,
-        started=max(info.started_time, datetime.now(UTC)),
+        started=datetime.now(UTC),  # when it starts, or (`_fails_for_good`) fails
     )
 
 
