@@ -15,7 +15,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from temporal_crashtest._http import SENDER, Sender, install_from_env
+from temporal_crashtest._observers.http import SENDER, Sender, install_from_env
 
 SECRET = {"Authorization": "Bearer sk-planted-header-secret-4242"}
 QUERY = "?api_key=planted-query-secret-4242"

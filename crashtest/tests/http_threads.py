@@ -13,7 +13,7 @@ import sys
 import threading
 
 import httpx
-from temporal_crashtest._http import Sender, install_from_env, set_sender
+from temporal_crashtest._observers.http import Sender, install_from_env, set_sender
 
 
 def post(url: str) -> None:

@@ -37,9 +37,10 @@ PACKAGE = Path(temporal_crashtest.__file__).parent
 
 def test_all_is_the_surface_and_every_other_module_is_private() -> None:
     """One surface: `__all__` names exactly what `__init__` exports, each defined in a private
-    module (`_x.py`); the only other public modules are the ones a user names on a command line
-    or in pytest's plugin list."""
+    module (`_x.py`, or a module of a private package, `_x/y.py`); the only other public modules
+    are the ones a user names on a command line or in pytest's plugin list."""
     modules = {p.stem for p in PACKAGE.glob("*.py")}
+    modules |= {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
     assert {m for m in modules if not m.startswith("_")} | {"__init__", "__main__"} == (
         PUBLIC_MODULES
     )
@@ -49,12 +50,16 @@ def test_all_is_the_surface_and_every_other_module_is_private() -> None:
         value = getattr(temporal_crashtest, name)
         where = getattr(value, "__module__", None)
         if where is not None and where.startswith("temporal_crashtest"):
-            assert where.split(".")[-1].startswith("_"), f"{name} lives in {where}"
+            private = any(part.startswith("_") for part in where.split(".")[1:])
+            assert private, f"{name} lives in {where}"
 
 
 def test_one_error_tree() -> None:
     """Every exception the tool defines for a user's mistake or a server descends from
-    CrashTestError; the private ones (a cell that could not run, caught inside) start with _."""
+    CrashTestError; the private ones (a cell that could not run, caught inside) start with _ or
+    are named in `_errors.INSIDE`."""
+    from temporal_crashtest._errors import INSIDE
+
     base = temporal_crashtest.CrashTestError
     for path in PACKAGE.glob("_*.py"):
         module = importlib.import_module(f"temporal_crashtest.{path.stem}")
@@ -64,6 +69,7 @@ def test_one_error_tree() -> None:
                 and issubclass(value, BaseException)
                 and value.__module__ == module.__name__
                 and not name.startswith("_")
+                and value not in INSIDE
             ):
                 assert issubclass(value, base), f"{path.name}: {name} is not a CrashTestError"
     assert issubclass(temporal_crashtest.CrashPointError, temporal_crashtest.InputError)

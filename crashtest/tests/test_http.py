@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from temporal_crashtest import HttpObserver
-from temporal_crashtest._http import (
+from temporal_crashtest._observers.http import (
     LOG_NAME,
     Sender,
     _Recorder,
@@ -118,7 +118,7 @@ def test_nothing_to_observe_and_a_url_for_a_host_are_one_line_each() -> None:
     run = [sys.executable, "-m", "temporal_crashtest", "run", "--worker", "x:y", "--workflow", "W",
            "--input", "1"]  # fmt: skip
     for extra, said in [
-        ([], "nothing observes the runs: give --observe MODULE:FUNC, --http, or both"),
+        ([], "nothing observes the runs: give an observe function (--observe MODULE:FUNC)"),
         (["--http", "https://api.stripe.com"], "an HTTP host is HOST, HOST:PORT"),
         (["--http-paid", "api.x.test"], "--http-paid and --http-key-header go with --http"),
     ]:

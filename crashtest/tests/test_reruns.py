@@ -1,5 +1,5 @@
-"""When a cell is run again because of load: in process (no server), `_run` replaced by a
-script of outcomes, so each rule of `Runner._run_through_load` is seen on its own; and for real,
+"""When a cell is run again because of load: in process (no server), the run replaced by a
+script of outcomes, so each rule of `_cell.through_load` is seen on its own; and for real,
 on a workflow whose replay load makes fail the deadlock check. The crash
 tests of the suite run it for real; a deadlock on a loaded CI runner is what it was made for
 (deepagents, after-checkpoint:2: six workflow tasks in a row failed the SDK's 2 s check)."""
@@ -11,80 +11,72 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-from temporal_crashtest._model import CellPoint, Reference, Target
+from temporal_crashtest._cell import LOADED_RERUNS, Outcome, through_load
+from temporal_crashtest._errors import CellFailed
 from temporal_crashtest._polling import DEADLOCK
-from temporal_crashtest._runner import LOADED_RERUNS, Runner, _CellFailed, _Run
+from temporal_crashtest._recovery import Recovery
 
 STUCK = f"the workflow task fails on the worker: {DEADLOCK} Potential deadlock detected"
 HELD = "1 attempt(s) it held failed at once, to be retried"
 
 
-class ScriptedRunner(Runner):
-    """A Runner whose runs end as `outcomes` say, in turn: an error text (the run is stuck),
-    an int (that many attempts no kill ended), or None (a clean run)."""
+class Script:
+    """Runs that end as `outcomes` say, in turn: an error text (the run is stuck), an int (that
+    many attempts no kill ended), or None (a clean run)."""
 
     def __init__(self, outcomes: list[str | int | None]) -> None:
         self.outcomes = outcomes
         self.shortened: list[bool] = []
-        self.tag = "test"
-        self._runs = iter(range(1, 100))  # type: ignore[assignment]
+        self.ids = (f"run-{n}" for n in range(1, 100))
 
-    async def _run(
-        self,
-        target: Target,
-        stages: list[CellPoint],
-        run: _Run,
-        reference: Reference | None = None,
-        shorten: bool = True,
-    ) -> None:
+    async def once(self, workflow_id: str, shorten: bool) -> Outcome:
         self.shortened.append(shorten)
-        # As the real one does: the notes of the run's first kill's fast-forward are kept.
-        run.fast_forward = run.fast_forward or [HELD]
+        # As the real one does: the notes of the run's first kill's fast-forward come first.
         outcome = self.outcomes.pop(0)
+        ran = Outcome(workflow_id=workflow_id, fast_forward=(HELD,))
         if isinstance(outcome, str):
-            raise _CellFailed(outcome)
-        run.unexplained = outcome or 0
+            raise CellFailed(outcome, ran)
+        return Outcome(
+            workflow_id=workflow_id, fast_forward=(HELD,), recovery=Recovery((), outcome or 0)
+        )
 
 
-async def rerun(outcomes: list[str | int | None]) -> tuple[ScriptedRunner, list[_Run]]:
-    runner = ScriptedRunner(outcomes)
-    runs = [_Run(workflow_id="first")]
-    nothing: Any = None
-    await runner._run_through_load(nothing, [], nothing, runs)
-    return runner, runs
+async def rerun(outcomes: list[str | int | None]) -> tuple[Script, Outcome]:
+    script = Script(outcomes)
+    return script, await through_load(script.once, script.ids)
 
 
 def test_a_deadlock_on_a_loaded_machine_runs_the_cell_again() -> None:
-    runner, runs = asyncio.run(rerun([STUCK, None]))
-    assert runner.shortened == [True, False]  # again with the production task timeout
-    assert len(runs) == 2 and runs[-1].unexplained == 0
-    held, note = runs[-1].fast_forward  # the run's own notes first, then why it was made
+    script, outcome = asyncio.run(rerun([STUCK, None]))
+    assert script.shortened == [True, False]  # again with the production task timeout
+    assert outcome.workflow_id == "run-2" and outcome.recovery.unexplained == 0
+    held, note = outcome.fast_forward  # the run's own notes first, then why it was made
     assert held == HELD
     assert note.startswith("ran again (1 of at most 3)") and "deadlock check" in note
 
 
 def test_attempts_no_kill_ended_run_it_again_until_clean() -> None:
-    runner, runs = asyncio.run(rerun([2, 1, None]))
-    assert runner.shortened == [True, False, False] and len(runs) == 3
-    assert runs[-1].fast_forward[0] == HELD and "that no kill ended" in runs[-1].fast_forward[1]
-    assert "ran again (2 of at most 3)" in runs[-1].fast_forward[1]
+    script, outcome = asyncio.run(rerun([2, 1, None]))
+    assert script.shortened == [True, False, False] and outcome.workflow_id == "run-3"
+    assert outcome.fast_forward[0] == HELD and "that no kill ended" in outcome.fast_forward[1]
+    assert "ran again (2 of at most 3)" in outcome.fast_forward[1]
 
 
 def test_any_other_failure_is_the_cells_at_once() -> None:
-    with pytest.raises(_CellFailed, match="activity charge cannot run"):
+    with pytest.raises(CellFailed, match="activity charge cannot run"):
         asyncio.run(rerun(["activity charge cannot run on this worker", None]))
 
 
 def test_a_deadlock_that_stays_is_reported_after_the_last_rerun() -> None:
-    runner = ScriptedRunner([STUCK] * (LOADED_RERUNS + 1))
-    runs = [_Run(workflow_id="first")]
-    nothing: Any = None
-    with pytest.raises(_CellFailed, match="Potential deadlock"):
-        asyncio.run(runner._run_through_load(nothing, [], nothing, runs))
-    assert len(runner.shortened) == LOADED_RERUNS + 1 and not runner.outcomes
+    script = Script([STUCK] * (LOADED_RERUNS + 1))
+    with pytest.raises(CellFailed, match="Potential deadlock") as failed:
+        asyncio.run(through_load(script.once, script.ids))
+    assert len(script.shortened) == LOADED_RERUNS + 1 and not script.outcomes
+    partial = failed.value.partial  # the last run's, saying why it was made
+    assert isinstance(partial, Outcome) and partial.workflow_id == f"run-{LOADED_RERUNS + 1}"
+    assert "deadlock check" in partial.fast_forward[-1]
 
 
 def test_a_replay_slowed_by_load_is_run_again_grouped_or_exact(

@@ -58,7 +58,7 @@ _WHERE = {
     "DevServerError": "_errors",
     "Drive": "_model",
     "DriveTimeout": "_errors",
-    "HttpObserver": "_http",
+    "HttpObserver": "_observers.http",
     "InputError": "_errors",
     "Moment": "_points",
     "Observe": "_model",
@@ -115,6 +115,7 @@ if TYPE_CHECKING:
         ServerUnreachable,
     )
     from temporal_crashtest._model import Drive, Observe, Target
+    from temporal_crashtest._observers.http import HttpObserver
     from temporal_crashtest._points import CrashPoint, Moment
     from temporal_crashtest._processes import Child, Processes
     from temporal_crashtest._report import Cell, Report, Untested

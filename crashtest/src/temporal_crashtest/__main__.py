@@ -63,15 +63,16 @@ from temporal_crashtest._errors import CrashTestError, InputError
 from temporal_crashtest._exits import EXIT_ALL_MATCH, EXIT_BAD_INPUT, EXIT_SOME_DIFFER, exit_now
 from temporal_crashtest._forkserver import fork_here
 from temporal_crashtest._formats import add_format_flags, check_outputs, write_reports
-from temporal_crashtest._http import DEFAULT_KEY_HEADER, DEFAULT_PAID, HttpObserver
 from temporal_crashtest._loading import load_callable, workflow_type
 from temporal_crashtest._model import NEW, OLD, Observe, Target
+from temporal_crashtest._observers.given import check_given
+from temporal_crashtest._observers.http import DEFAULT_KEY_HEADER, DEFAULT_PAID, HttpObserver
 from temporal_crashtest._points import GLOSSARY, Moment
 from temporal_crashtest._processes import ForkedServer, NotForked
 from temporal_crashtest._report import Cell, Report
 from temporal_crashtest._report_input import read_regular, read_report
-from temporal_crashtest._runner import DEFAULT_DEADLINE_S
 from temporal_crashtest._scaffold import scaffold
+from temporal_crashtest._session import DEFAULT_DEADLINE_S
 from temporal_crashtest._shards import merge_reports, parse_shard
 from temporal_crashtest._text import shown
 
@@ -301,9 +302,8 @@ def from_args(args: argparse.Namespace) -> tuple[Target, Observe | None, CrashTe
         # the HTML report draws them; a shard's JSON keeps them for `merge --html`
         timelines=args.html is not None or (args.shard is not None and args.json is not None),
     )
-    if args.observe is None and options.http is None:
-        raise InputError("nothing observes the runs: give --observe MODULE:FUNC, --http, or both")
     options.check()
+    check_given(args.observe, options.http)
     check_target(target)
     observe = load_callable(args.observe, "--observe") if args.observe else None
     return target, observe, options

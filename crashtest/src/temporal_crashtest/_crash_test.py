@@ -32,19 +32,31 @@ from temporal_crashtest._errors import (
     CrashTestError,
     InputError,
 )
-from temporal_crashtest._groups import run_cells
+from temporal_crashtest._groups import Cells, run_cells
 from temporal_crashtest._hazards import deploy_hazards
-from temporal_crashtest._http import LOG_NAME as HTTP_LOG
-from temporal_crashtest._http import HttpObserver, unattributed
 from temporal_crashtest._loading import load_callable, load_data_converter, load_plugins
-from temporal_crashtest._model import NEW, OLD, Drive, Observe, Reference, Target, to_json
+from temporal_crashtest._model import (
+    NEW,
+    OLD,
+    CellPoint,
+    Drive,
+    Observe,
+    Reference,
+    Target,
+    to_json,
+)
+from temporal_crashtest._observers import Observers
+from temporal_crashtest._observers.given import check_given, observers_for
+from temporal_crashtest._observers.http import HttpObserver
 from temporal_crashtest._points import MAX_REPEAT, CrashPoint
 from temporal_crashtest._processes import CANNOT_IMPORT, ForkedServer, NotForked, Processes
 from temporal_crashtest._replay import summary
 from temporal_crashtest._report import Cell, Report, Untested, differences, short
-from temporal_crashtest._runner import DEFAULT_DEADLINE_S, Runner
+from temporal_crashtest._runner import Runner
+from temporal_crashtest._session import DEFAULT_DEADLINE_S, Session
 from temporal_crashtest._shards import parse_shard, shard_points
 from temporal_crashtest._text import shown
+from temporal_crashtest._workers import Workers
 
 REFERENCE_CHARS = 200  # how much of the reference state a progress line shows
 NAMES_SHOWN = 8  # boundaries named in the progress line that lists them
@@ -197,12 +209,9 @@ async def crash_test(
     """`run_crash_test`, with the fork server the command forked before its event loop started
     (`fork_here`), or why it could not."""
     options.check()
-    if observe is None and options.http is None:
-        raise InputError(
-            "nothing observes the runs: give an observe function, the HTTP observer, or both"
-        )
+    check_given(observe, options.http)
     check_target(target)
-    if options.expect_version is not None and target.deploy_to is None:
+    if options.expect_version is not None and target.deploy is None:
         raise InputError(
             f"expecting the {options.expect_version} version's state is for a deploy test "
             "(--deploy-to)"
@@ -212,7 +221,8 @@ async def crash_test(
     log_dir = options.log_dir or Path(tempfile.mkdtemp(prefix="crashtest-"))
     log_dir.mkdir(parents=True, exist_ok=True)
     try:
-        report = await _crash_test(target, observe, options, forked, log_dir)
+        observers = observers_for(observe, options.http, log_dir, options.deadline_s)
+        report = await _crash_test(target, observers, options, forked, log_dir)
     except (asyncio.CancelledError, KeyboardInterrupt):
         if options.say is not None:
             options.say(f"stopped; the workers' logs are in {log_dir}")
@@ -225,88 +235,115 @@ async def crash_test(
         raise
     if report.ok and options.log_dir is None:
         shutil.rmtree(log_dir, ignore_errors=True)
-    else:
-        report.logs = str(log_dir)
-    return report
+        return report
+    return replace(report, logs=str(log_dir))
 
 
-def _report_for(target: Target, reference: Reference, options: CrashTestOptions) -> Report:
-    """The report of a crash test whose reference is made, before its cells: with a deploy,
-    the deployed version's reference state and the deploy's hazards among its warnings."""
-    deployed = reference.deployed
-    hazards = deploy_hazards(reference.tree, deployed.tree) if deployed else []
-    return Report(
-        workflow=target.workflow,
-        activities=[b.label for b in reference.boundaries],
-        reference=reference.observed,
-        cells=[],
-        seconds=0.0,
-        warnings=[*reference.tree.warnings, *hazards],
-        real_timeouts=options.real_timeouts,
-        reference_end=reference.end,
-        deploy_to=target.version_name(deployed=True) if target.deploy_to else None,
-        deployed_reference=deployed.observed if deployed else None,
-        pinned=reference.pinned,
-    )
+@dataclass(frozen=True)
+class _Chosen:
+    """The crash points a test runs (its shard's share, if sharded), and what it leaves out."""
+
+    points: list[CellPoint]
+    untested: list[Untested]
+    shard: str | None = None
+    points_in_all: int = 0
 
 
 async def _crash_test(
     target: Target,
-    observe: Observe | None,
+    observers: Observers,
     options: CrashTestOptions,
     forked: ForkedServer | NotForked,
     log_dir: Path,
 ) -> Report:
     """Find or start a Temporal server, run the reference, then every cell; the workers and a
-    private dev server are gone when it returns or raises."""
+    private dev server are gone when it returns or raises. The report is made once, at the
+    end, from what each step returned."""
     started = time.monotonic()
     say = options.say or (lambda _: None)
     address, namespace, server = _server_for(options, log_dir, say)
     procs = Processes(log_dir, os.environ)
     try:
-        forks = asyncio.ensure_future(_start_forks(procs, target, forked, say))
-        client = await connect(
-            address,
-            namespace=namespace,
-            data_converter=load_data_converter(target.data_converter),
-            plugins=load_plugins(list(target.plugins)),
-        )
-        await forks
-        runner = Runner(
-            client,
-            address,
-            procs,
-            observe,
-            drive=options.drive,
-            namespace=namespace,
-            deadline_s=options.deadline_s,
-            real_timeouts=options.real_timeouts,
-            http=options.http,
-            timelines=options.timelines,
-        )
+        runner = await _runner(target, observers, options, forked, procs, address, namespace, say)
         reference = await _references(runner, target, say)
         reference = replace(reference, pinned=options.expect_version)
-        report = _report_for(target, reference, options)
-        report.reference_workflow_id = runner.reference_workflow_id
-        report.namespace = namespace
-        report.ui_url = _ui_url(address, server)
-        report.timelines = runner.timelines  # filled in as the cells run
+        replayed = []
         if reference.deployed:
             replayed = await runner.replay_pass(target, reference.tree)
-            say(summary(replayed, target.version_name(deployed=True)))
-            report.replay = [r.to_json() for r in replayed]
+            say(summary(replayed, str(target.version(deployed=True))))
+        expect_diff = None
         if options.expect is not NOTHING:
-            report.expect_diff = differences(to_json(options.expect, "expect"), reference.observed)
-        if report.expect_diff is None:
-            await _run_the_cells(runner, target, reference, options, report, say)
-        if options.http is not None and (lost := unattributed(procs.log_dir / HTTP_LOG)):
-            report.untested.append(Untested("HTTP requests", lost))
+            expect_diff = differences(to_json(options.expect, "expect"), reference.observed)
+        chosen, made = _Chosen([], []), Cells([], 0, 0)
+        if expect_diff is None:
+            chosen = _choose(reference, options, say)
+            made = await _run_the_cells(runner, target, reference, options, chosen, say)
+        untested = [*chosen.untested, *(Untested(*row) for row in observers.untested())]
     finally:
         await procs.kill_all_and_reap()
         if server is not None:
             server.stop()
-    report.seconds = round(time.monotonic() - started, 1)
-    return report
+    deployed = reference.deployed
+    return Report(
+        workflow=target.workflow,
+        activities=[b.label for b in reference.boundaries],
+        reference=reference.observed,
+        cells=made.cells,
+        seconds=round(time.monotonic() - started, 1),
+        untested=untested,
+        warnings=[*reference.tree.warnings, *_hazards(reference)],
+        expect_diff=expect_diff,
+        real_timeouts=options.real_timeouts,
+        reference_end=reference.end,
+        runs=made.runs,
+        groups=made.groups,
+        deploy_to=str(target.version(deployed=True)) if target.deploy else None,
+        deployed_reference=deployed.observed if deployed else None,
+        pinned=reference.pinned,
+        replay=[r.to_json() for r in replayed],
+        shard=chosen.shard,
+        points_in_all=chosen.points_in_all,
+        reference_workflow_id=runner.reference_workflow_id,
+        namespace=namespace,
+        ui_url=_ui_url(address, server),
+        timelines=dict(runner.timelines),
+    )
+
+
+def _hazards(reference: Reference) -> list[str]:
+    """A deploy test's hazards, found in the two versions' runs without a crash."""
+    deployed = reference.deployed
+    return deploy_hazards(reference.tree, deployed.tree) if deployed else []
+
+
+async def _runner(
+    target: Target,
+    observers: Observers,
+    options: CrashTestOptions,
+    forked: ForkedServer | NotForked,
+    procs: Processes,
+    address: str,
+    namespace: str,
+    say: Callable[[str], None],
+) -> Runner:
+    """The runner of this test's runs, once its fork servers run and its client is connected."""
+    forks = asyncio.ensure_future(_start_forks(procs, target, forked, say))
+    client = await connect(
+        address,
+        namespace=namespace,
+        data_converter=load_data_converter(target.data_converter),
+        plugins=load_plugins(list(target.plugins)),
+    )
+    await forks
+    workers = Workers(procs=procs, address=address, namespace=namespace, env=observers.worker_env())
+    session = Session(
+        client=client,
+        workers=workers,
+        drive=options.drive,
+        deadline_s=options.deadline_s,
+        real_timeouts=options.real_timeouts,
+    )
+    return Runner(session, observers, timelines=options.timelines)
 
 
 def _ui_url(address: str, server: PrivateDevServer | None) -> str | None:
@@ -323,16 +360,17 @@ def _ui_url(address: str, server: PrivateDevServer | None) -> str | None:
 async def _references(runner: Runner, target: Target, say: Callable[[str], None]) -> Reference:
     """The run without a crash; in a deploy test, the deployed version's too (a crashed run
     may end in either's state)."""
-    tree = f" on {target.version_name(False)}" if target.worker_tree else ""
+    tree = f" on {target.old}" if target.worker_tree else ""
     say(f"reference run of {target.workflow} (no crash){tree}")
     reference = await runner.reference(target)
     say(f"reference state: {short(reference.observed, REFERENCE_CHARS)}")
     if reference.end != "completed":  # by design, or not: every cell must end so too
         say(f"the run without a crash ends {reference.end}")
-    if target.deploy_to is None:
+    if target.deploy is None:
         return reference
-    say(f"reference run of {target.workflow} on the deployed version ({target.version_name(True)})")
-    deployed = await runner.reference(target.deployed())
+    new = target.version(deployed=True)
+    say(f"reference run of {target.workflow} on the deployed version ({new})")
+    deployed = await runner.reference(target.alone(new))
     say(f"deployed version's reference state: {short(deployed.observed, REFERENCE_CHARS)}")
     return replace(reference, deployed=deployed)
 
@@ -358,31 +396,37 @@ def _server_for(
     return address, namespace, server
 
 
+def _choose(reference: Reference, options: CrashTestOptions, say: Callable[[str], None]) -> _Chosen:
+    """The crash points to test (`--points`, `--repeat`, `--shard`) and what is left out."""
+    chosen = list(options.points) if options.points is not None else None
+    points, untested = reference.select(chosen, options.repeat)
+    if options.shard is None or not points:
+        return _Chosen(points, untested)
+    k, n = options.shard
+    every = len(points)
+    points = shard_points(points, k, n)
+    say(f"shard {k}/{n}: {len(points)} of the {every} crash points")
+    if not points:
+        say(f"shard {k}/{n} has no crash point: the {n} shards are more than the points")
+    return _Chosen(points, untested, f"{k}/{n}", every)
+
+
 async def _run_the_cells(
     runner: Runner,
     target: Target,
     reference: Reference,
     options: CrashTestOptions,
-    report: Report,
+    chosen: _Chosen,
     say: Callable[[str], None],
-) -> None:
-    """Choose the crash points (`--points`, `--repeat`), run their cells and put them, and what
-    was left untested, in the report."""
-    chosen = list(options.points) if options.points is not None else None
-    points, report.untested = reference.select(chosen, options.repeat)
-    every = len(points)
-    if options.shard is not None and points:
-        k, n = options.shard
-        points = shard_points(points, k, n)
-        report.shard, report.points_in_all = f"{k}/{n}", every
-        say(f"shard {k}/{n}: {len(points)} of the {every} crash points")
-        if not points:
-            say(f"shard {k}/{n} has no crash point: the {n} shards are more than the points")
-            return
+) -> Cells:
+    """Run the chosen points' cells."""
+    points = chosen.points
+    if not points and chosen.shard is not None:
+        return Cells([], 0, 0)  # a shard with no point: said above
     if not points:  # a test of none would pass without testing anything
         raise CrashTestAborted(
             "there is no crash point to test: "
-            + "; ".join(f"{u.boundary}: {u.why}" for u in report.untested)
+            + "; ".join(f"{u.boundary}: {u.why}" for u in chosen.untested)
         )
     labels = [b.label for b in reference.boundaries]
     names = ", ".join(labels[:NAMES_SHOWN]) + (
@@ -392,17 +436,16 @@ async def _run_the_cells(
         f"{len(reference.boundaries)} boundaries ({names}): {len(points)} crash points, "
         f"{min(options.jobs, len(points))} at a time"
     )
-    made = await run_cells(
+    return await run_cells(
         runner,
         target,
         points,
         reference,
         options.jobs,
-        exact=options.exact or target.deploy_to is not None,  # each kill on the old version
+        exact=options.exact or target.deploy is not None,  # each kill on the old version
         progress=options.progress,
         say=say,
     )
-    report.cells, report.runs, report.groups = made.cells, made.runs, made.groups
 
 
 async def _start_forks(
@@ -411,7 +454,8 @@ async def _start_forks(
     """The fork server forked from the command, else one started afresh (which imports the
     workers' code again), else none: say why. A version in a source tree of its own has a fork
     server of its own, started in that tree."""
-    here = [factory for factory, tree in (target.version(False), target.version(True)) if not tree]
+    versions = {"old": target.version(False), "new": target.version(True)}
+    here = [v.factory for v in versions.values() if not v.tree]
     if isinstance(forked, ForkedServer):  # it imported this tree's code (none, if none is here)
         why = await procs.adopt_fork_server(forked)
     elif here:
@@ -424,14 +468,13 @@ async def _start_forks(
         why = None
     if why is not None:
         say(f"every worker starts afresh (none can be forked: {why})")
-    versions = {"old": target.version(False), "new": target.version(True)}
-    for version, (factory, tree) in versions.items():
-        if tree is None or tree in procs.forks:
+    for version, v in versions.items():
+        if v.tree is None or v.tree in procs.forks:
             continue
-        imports = _imports(target, factory)
-        why = await procs.start_fork_server(imports, tree, f"forkserver-{version}")
+        imports = _imports(target, v.factory)
+        why = await procs.start_fork_server(imports, v.tree, f"forkserver-{version}")
         if why is not None and why.startswith(CANNOT_IMPORT):
-            raise InputError(f"the {version} version in {shown(tree)}: {why}")
+            raise InputError(f"the {version} version in {shown(v.tree)}: {why}")
         if why is not None:
             say(f"the {version} version's workers start afresh (none can be forked: {why})")
 

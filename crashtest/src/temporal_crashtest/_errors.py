@@ -49,3 +49,16 @@ class CrashTestAborted(CrashTestError):
 class DriveTimeout(CrashTestError, TimeoutError):
     """A drive helper (`send_update`, `send_signal`, `wait_until`) tried until its timeout
     without success: what it waited for and the last answer."""
+
+
+class CellFailed(Exception):
+    """A cell could not be run as designed (not: its state differs, which is a result). Never
+    leaves the tool: the cell's report says why. `partial`: what the run had come to (the
+    `_cell.Outcome` so far), for its timeline."""
+
+    def __init__(self, why: str, partial: object = None) -> None:
+        super().__init__(why)
+        self.partial = partial
+
+
+INSIDE = (CellFailed,)  # the exceptions that never leave the tool (no CrashTestError)

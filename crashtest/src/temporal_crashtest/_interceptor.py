@@ -62,7 +62,7 @@ from temporalio.exceptions import ApplicationError
 
 from temporal_crashtest._attempt_end import AttemptEnd, attempt_end, backoff_after
 from temporal_crashtest._errors import CrashPointError
-from temporal_crashtest._http import Sender, set_sender
+from temporal_crashtest._observers.in_worker import attempt_started
 from temporal_crashtest._points import CrashPoint, Moment
 from temporal_crashtest._status import StatusWriter
 
@@ -416,8 +416,8 @@ class _CrashingActivity(worker.ActivityInboundInterceptor):
             attempt=info.attempt,
         )
         stamp = decode_stamp(input.headers.get(STAMP_HEADER))
-        if stamp is not None:  # whom the HTTP observer's records of this attempt belong to
-            set_sender(Sender(stamp.root, stamp.label(), info.attempt))
+        if stamp is not None:  # whom the observers' records of this attempt belong to
+            attempt_started(stamp.root, stamp.label(), info.attempt)
         site = self.crash.site
         if stamp is None or site is None or self.crash.workflow_id not in (None, stamp.root):
             return await super().execute_activity(input)

@@ -66,21 +66,49 @@ class Target:
     worker_tree: str | None = None  # the source tree `worker` is imported from (None: here)
     deploy_tree: str | None = None  # the source tree `deploy_to` is imported from
 
-    def version(self, deployed: bool) -> tuple[str, str | None]:
-        """The factory and source tree of the old version, or (`deployed`) of the new one."""
-        if deployed and self.deploy_to is not None:
-            return self.deploy_to, self.deploy_tree
-        return self.worker, self.worker_tree
+    @property
+    def old(self) -> Version:
+        """The version every run starts on."""
+        return Version(self.worker, self.worker_tree)
 
-    def version_name(self, deployed: bool) -> str:
-        """`MODULE:FACTORY`, and the source tree it comes from if it has one."""
-        factory, tree = self.version(deployed)
-        return factory if tree is None else f"{factory} from {tree}"
+    @property
+    def deploy(self) -> Deploy | None:
+        """A deploy test's two versions (None: not a deploy test)."""
+        if self.deploy_to is None:
+            return None
+        return Deploy(self.old, Version(self.deploy_to, self.deploy_tree))
 
-    def deployed(self) -> Target:
-        """The new version tested alone (its run without a crash)."""
-        factory, tree = self.version(deployed=True)
-        return replace(self, worker=factory, worker_tree=tree, deploy_to=None, deploy_tree=None)
+    def version(self, deployed: bool) -> Version:
+        """The old version, or (`deployed`, in a deploy test) the new one."""
+        deploy = self.deploy
+        return deploy.new if deployed and deploy is not None else self.old
+
+    def alone(self, version: Version) -> Target:
+        """`version` tested alone (e.g. the new version's run without a crash)."""
+        return replace(
+            self, worker=version.factory, worker_tree=version.tree, deploy_to=None, deploy_tree=None
+        )
+
+
+@dataclass(frozen=True)
+class Version:
+    """One version of the workers: its factory and the source tree it is imported from (None:
+    this process's working directory)."""
+
+    factory: str  # MODULE:FACTORY
+    tree: str | None = None
+
+    def __str__(self) -> str:
+        return self.factory if self.tree is None else f"{self.factory} from {self.tree}"
+
+
+@dataclass(frozen=True)
+class Deploy:
+    """A deploy test: every run starts on `old`; the worker that takes a run over after a kill
+    (or runs a reset run) is `new`'s."""
+
+    old: Version
+    new: Version
 
 
 @dataclass(frozen=True)
@@ -177,6 +205,11 @@ class Reference:
     @property
     def boundaries(self) -> list[Boundary]:
         return self.tree.boundaries
+
+    def labels(self) -> dict[str, str]:
+        """Each boundary's label by its place ("scope:position"), as a kill or a timeline names
+        it."""
+        return {f"{b.scope}:{b.position}": b.label for b in self.boundaries}
 
     def every_point(self, repeat: int = 1) -> tuple[list[CellPoint], list[Untested]]:
         """after-effect at every boundary, after-checkpoint at every one whose completion the

@@ -28,9 +28,9 @@ from temporalio.worker import Worker
 from temporal_crashtest._connect import connect
 from temporal_crashtest._errors import CrashPointError, InputError, ServerUnreachable
 from temporal_crashtest._exits import EXIT_BAD_INPUT, exit_now
-from temporal_crashtest._http import install_from_env
 from temporal_crashtest._interceptor import CrashInterceptor, CrashSite
 from temporal_crashtest._loading import call, load_callable, load_data_converter, load_plugins
+from temporal_crashtest._observers.in_worker import install_all
 from temporal_crashtest._points import SYNTAX
 from temporal_crashtest._processes import die_with_parent
 from temporal_crashtest._replay import replay_cuts, replay_file, write_replayed
@@ -94,7 +94,7 @@ async def serve(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(GO, go.set)
     report_task_failures(status)
-    install_from_env()  # the crash test's HTTP observer, if it asked for one
+    install_all()  # the crash test's observers that asked for a half in the worker
     client = await connect(
         args.address,
         namespace=args.namespace,

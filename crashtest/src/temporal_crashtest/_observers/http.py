@@ -467,3 +467,29 @@ def observed(log: Path, root: str) -> dict[str, Any]:
             keys.add((name, row["key"]))
         effects[name] += 1
     return {"requests": dict(sorted(effects.items())), "paid calls": dict(sorted(paid.items()))}
+
+
+@dataclass(frozen=True)
+class HttpRequests:
+    """The HTTP observer in the crash test: the effectful requests each run's workers sent, as
+    their receivers saw them (`observed`)."""
+
+    observer: HttpObserver
+    log_dir: Path
+    name: str = "http"
+
+    def worker_env(self) -> dict[str, str]:
+        """A fresh record, and the settings that make each worker process write it."""
+        return start_record(self.observer, self.log_dir)
+
+    async def view(self, workflow_id: str) -> dict[str, Any]:
+        return observed(self.log_dir / LOG_NAME, workflow_id)
+
+    def untested(self) -> list[tuple[str, str]]:
+        lost = unattributed(self.log_dir / LOG_NAME)
+        return [("HTTP requests", lost)] if lost else []
+
+
+def attempt_started(root: str, boundary: str, attempt: int) -> None:
+    """In a worker process: the activity attempt that runs in this context sends what follows."""
+    set_sender(Sender(root, boundary, attempt))

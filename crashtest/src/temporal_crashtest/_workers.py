@@ -1,0 +1,124 @@
+"""The worker processes of a crash test's runs: one started for a target (to crash at a point,
+warm, of the version deployed), told to poll, and stopped — each `python -m
+temporal_crashtest.worker`, forked from a fork server where one runs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+
+from temporal_crashtest._errors import CellFailed
+from temporal_crashtest._interceptor import CrashSite
+from temporal_crashtest._model import Target
+from temporal_crashtest._processes import Child, Processes
+from temporal_crashtest._status import WorkerStatus
+from temporal_crashtest.worker import GO, PARENT_PID_ENV
+
+
+@dataclass
+class Worker:
+    """A worker process of a cell, and what it has told of its state."""
+
+    name: str
+    child: Child
+    status: WorkerStatus
+
+
+@dataclass(frozen=True, kw_only=True)
+class Workers:
+    """How this crash test starts its workers: on its server and namespace, with the observers'
+    settings (`env`) in every worker's environment."""
+
+    procs: Processes
+    address: str
+    namespace: str
+    env: Mapping[str, str]
+
+    async def start(
+        self,
+        target: Target,
+        name: str,
+        task_queue: str,
+        crash_at: CrashSite | None = None,
+        workflow_id: str | None = None,
+        *,
+        warm: bool = False,
+        task_timeout: timedelta | None = None,
+        deployed: bool = False,
+    ) -> Worker:
+        """A worker for the target, crashing at `crash_at` if given (`warm`: built, polling once
+        it gets GO; `deployed`: of the version deployed, in a deploy test)."""
+        version = target.version(deployed)
+        args = self.args(target, version.factory, task_queue)
+        if crash_at is not None:
+            args += ["--crash-at", crash_at.to_text()]
+        if workflow_id is not None:
+            args += ["--workflow-id", workflow_id]
+        if task_timeout is not None:
+            args += ["--task-timeout-s", f"{task_timeout.total_seconds():g}"]
+        if warm:
+            args += ["--warm"]
+        status = WorkerStatus.listen(self.procs.log_dir / f"{name}.status")
+        args += ["--status", str(status.path)]
+        env = {**target.env, **self.env, PARENT_PID_ENV: str(os.getpid())}
+        try:
+            child = await self.procs.start_worker(name, args, version.tree, **env)
+        except BaseException:
+            status.close()
+            raise
+        return Worker(name, child, status)
+
+    def args(self, target: Target, factory: str, task_queue: str) -> list[str]:
+        """`python -m temporal_crashtest.worker`'s arguments for `factory` on `task_queue`."""
+        args = ["-m", "temporal_crashtest.worker", "--worker", factory]
+        args += ["--task-queue", task_queue]
+        args += ["--address", self.address, "--namespace", self.namespace]
+        if target.data_converter:
+            args += ["--data-converter", target.data_converter]
+        for plugin in target.plugins:
+            args += ["--plugin", plugin]
+        return args
+
+    async def go(self, worker: Worker, deadline: float) -> None:
+        """Tell a warm worker to poll, once it says it is built (a signal before its handler is
+        set would end it)."""
+        warm = asyncio.ensure_future(worker.status.warm.wait())
+        exited = asyncio.ensure_future(worker.child.wait())
+        try:
+            await asyncio.wait(
+                {warm, exited},
+                timeout=max(0.0, deadline - time.monotonic()),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            warm.cancel()
+            exited.cancel()
+        if worker.status.warm.is_set():
+            with contextlib.suppress(ProcessLookupError):
+                worker.child.send_signal(GO)
+        elif worker.child.returncode is None:
+            raise CellFailed(f"the next worker was not built in time: {self._said(worker)}")
+        # it exited: waiting for the run says how
+
+    def _said(self, worker: Worker) -> str:
+        last = self.procs.last_line(worker.name)
+        if last and last != "(no output)":
+            return f"its last line: {last}"
+        return (
+            "it wrote nothing: still importing the workers' code? (a worker that starts afresh "
+            "imports everything again; see why none can be forked above, or give each cell "
+            "longer: --deadline-s)"
+        )
+
+    async def stop(self, workers: list[Worker]) -> None:
+        await asyncio.gather(*(self.procs.stop(w.child) for w in workers))
+        for w in workers:
+            w.status.close()
+
+    def last_line(self, worker: Worker) -> str:
+        return self.procs.last_line(worker.name)
