@@ -80,6 +80,11 @@ from temporal_crashtest._text import shown
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line: `run` and its flags (what to test, which points, where the server is,
     what to write)."""
+    return command_line()[0].parse_args(argv)
+
+
+def command_line() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The parser, and its `run` command's (the options reference is written from it)."""
     parser = argparse.ArgumentParser(
         prog="python -m temporal_crashtest",
         description=__doc__.splitlines()[0] if __doc__ else None,
@@ -107,7 +112,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--out", type=Path, default=Path("crash_hooks.py"), help="where (default crash_hooks.py)"
     )
     scaffold.add_argument("--force", action="store_true", help="replace the file if it exists")
-    return parser.parse_args(argv)
+    return parser, run
 
 
 Add = Callable[..., argparse.Action]

@@ -11,7 +11,10 @@ loads them by name, so the test process never holds a Temporal client. The marke
 a test: `@pytest.mark.crashtest(jobs=4, points="after-effect:2", deadline_s=60)`. `drive=` (a
 module-level function given the workflow handle) sends the signals and updates the run waits for;
 `expect=` (JSON) is the state a run without a crash must reach, so a reference that already differs
-fails.
+fails. `http=True` (or a host, or a list of hosts) observes the effectful HTTP requests the workers
+send, with `observe` or without it; `html=`, `markdown=`, `junit_xml=` write those reports too;
+`shard="K/N"` runs one shard's share. Every option of the command line's `run` is here, under
+its flag's name (`OPTIONS`).
 
 Registered through the `pytest11` entry point, and inert unless a test uses `crash_test`.
 """
@@ -23,7 +26,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -35,22 +38,39 @@ if TYPE_CHECKING:
     from temporal_crashtest._report import Report
 
 MARKER = "crashtest"
-OPTIONS = (
-    "points",
-    "jobs",
-    "deadline_s",
-    "data_converter",
-    "address",
-    "env",
-    "repeat",
-    "plugins",
-    "real_timeouts",
-    "exact",
-    "deploy_to",
-    "worker_tree",
-    "deploy_tree",
-    "expect_version",
-)
+# Each option a test may give (keyword or marker), and how `python -m temporal_crashtest run`
+# takes it: "value" --name VALUE; "flag" --name when true; "joined" --name A,B (a string or a
+# list); "each" --plugin once per item; "http" --http (True: every host; or HOSTS); "expect"
+# a deploy test's version for --expect; "env" the command's environment. A test checks this
+# table against the command line's flags (crashtest/tests/test_options.py).
+OPTIONS: dict[str, str] = {
+    "points": "joined",
+    "repeat": "value",
+    "jobs": "value",
+    "deadline_s": "value",
+    "real_timeouts": "flag",
+    "exact": "flag",
+    "shard": "value",
+    "data_converter": "value",
+    "plugins": "each",
+    "env": "env",
+    "address": "value",
+    "namespace": "value",
+    "dev_server": "flag",
+    "deploy_to": "value",
+    "worker_tree": "value",
+    "deploy_tree": "value",
+    "expect_version": "expect",
+    "http": "http",
+    "http_key_header": "value",
+    "http_paid": "joined",
+    "markdown": "value",
+    "html": "value",
+    "junit_xml": "value",
+    "logs": "value",
+}
+# The fixture's own arguments: what is tested, and the --json report it reads back.
+OWN = ("worker", "workflow", "input", "observe", "drive", "expect", "json")
 
 
 class CrashTest(Protocol):
@@ -60,24 +80,11 @@ class CrashTest(Protocol):
         worker: Callable[..., Any] | str,
         workflow: type | str,
         input: Any,
-        observe: Callable[[str], Any] | str,
+        observe: Callable[[str], Any] | str | None = None,
         drive: Callable[[Any], Any] | str | None = None,
         expect: Any = None,
-        points: str | Iterable[str] | None = None,
-        repeat: int | None = None,
-        plugins: Iterable[Callable[..., Any] | object | str] | None = None,
-        jobs: int | None = None,
-        deadline_s: float | None = None,
-        data_converter: str | None = None,
-        address: str | None = None,
-        env: Mapping[str, str] | None = None,
-        real_timeouts: bool | None = None,
-        exact: bool | None = None,
-        deploy_to: Callable[..., Any] | str | None = None,
-        worker_tree: str | os.PathLike[str] | None = None,
-        deploy_tree: str | os.PathLike[str] | None = None,
-        expect_version: str | None = None,
         expect_all_match: bool = True,
+        **options: Any,
     ) -> Report: ...
 
 
@@ -90,32 +97,54 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _command(
-    worker: str, workflow: str, input: Any, observe: str, out: Path, options: dict[str, Any]
+    worker: str, workflow: str, input: Any, observe: str | None, out: Path, options: dict[str, Any]
 ) -> list[str]:
     cmd = [sys.executable, "-m", "temporal_crashtest", "run", "--worker", worker]
-    cmd += ["--workflow", workflow]
-    cmd += ["--input", json.dumps(input), "--observe", observe, "--json", str(out)]
-    if "expect" in options:
-        cmd += ["--expect", json.dumps(options["expect"])]
-    if options.get("expect_version") is not None:  # in a deploy test: old or new
-        if "expect" in options:
-            raise pytest.UsageError("crash_test: expect (a state) or expect_version, not both")
-        cmd += ["--expect", str(options["expect_version"])]
-    for plugin in options.get("plugins") or ():
-        cmd += ["--plugin", plugin]
-    points = options.get("points")
-    if points is not None:
-        cmd += ["--points", points if isinstance(points, str) else ",".join(points)]
-    if options.get("real_timeouts"):
-        cmd += ["--real-timeouts"]
-    if options.get("exact"):
-        cmd += ["--exact"]
-    names = ["jobs", "deadline_s", "data_converter", "address", "repeat", "drive", "deploy_to"]
-    names += ["worker_tree", "deploy_tree"]
-    for name in names:
-        if options.get(name) is not None:
-            cmd += [f"--{name.replace('_', '-')}", str(options[name])]
+    cmd += ["--workflow", workflow, "--input", json.dumps(input), "--json", str(out)]
+    cmd += ["--observe", observe] if observe is not None else []
+    for name in ("drive", "expect"):
+        if name in options:
+            value = options[name]
+            cmd += [f"--{name}", value if name == "drive" else json.dumps(value)]
+    if options.get("expect_version") is not None and "expect" in options:
+        raise pytest.UsageError("crash_test: expect (a state) or expect_version, not both")
+    for name, how in OPTIONS.items():
+        value = options.get(name)
+        if value is not None and value is not False:
+            cmd += _flag(name, how, value)
     return cmd
+
+
+def _flag(name: str, how: str, value: Any) -> list[str]:
+    """The command line's words for one option (see OPTIONS)."""
+    flag = f"--{name.replace('_', '-')}"
+    if how == "flag":
+        return [flag]
+    if how == "joined" or (how == "http" and not isinstance(value, (str, bool))):
+        return [flag, value if isinstance(value, str) else ",".join(value)]
+    if how == "http":
+        return [flag] if value is True else [flag, value]
+    if how == "each":
+        return [w for item in value for w in ("--plugin", item)]
+    if how == "expect":  # in a deploy test: old or new
+        return ["--expect", str(value)]
+    if name == "shard" and isinstance(value, tuple):
+        return [flag, "/".join(map(str, value))]
+    return [] if how == "env" else [flag, str(value)]
+
+
+def _run_command(cmd: list[str], out: Path, options: dict[str, Any]) -> Report:
+    """Run the crash test's command; its report (the test fails if it could not run)."""
+    from temporal_crashtest._report import Report
+
+    done = subprocess.run(cmd, env=_environment(options.get("env")), capture_output=True, text=True)
+    sys.stderr.write(done.stderr)  # its progress, in the test's captured output
+    if done.returncode not in (EXIT_ALL_MATCH, EXIT_SOME_DIFFER) or not out.exists():
+        lines = done.stderr.strip().splitlines() or ["(nothing on stderr)"]
+        pytest.fail(
+            f"the crash test could not run (exit {done.returncode}): {lines[-1]}", pytrace=False
+        )
+    return Report.from_json(json.loads(out.read_text()))
 
 
 def _environment(extra: Mapping[str, str] | None) -> dict[str, str]:
@@ -132,7 +161,6 @@ def crash_test(request: pytest.FixtureRequest) -> CrashTest:
     no-crash state. Returns the report (`expect_all_match=False` returns it without failing)."""
     # Imported only by a test that uses crash_test.
     from temporal_crashtest._loading import reference_to
-    from temporal_crashtest._report import Report
 
     marker = request.node.get_closest_marker(MARKER)
     defaults = dict(marker.kwargs) if marker else {}
@@ -145,11 +173,14 @@ def crash_test(request: pytest.FixtureRequest) -> CrashTest:
         worker: Callable[..., Any] | str,
         workflow: type | str,
         input: Any,
-        observe: Callable[[str], Any] | str,
+        observe: Callable[[str], Any] | str | None = None,
         drive: Callable[[Any], Any] | str | None = None,
         expect_all_match: bool = True,
         **given: Any,
     ) -> Report:
+        unknown = set(given) - set(OPTIONS) - {"expect"}
+        if unknown:
+            raise pytest.UsageError(f"crash_test: unknown options {sorted(unknown)}")
         options = {**defaults, **{k: v for k, v in given.items() if v is not None}}
         if "expect" in given:
             options["expect"] = given["expect"]  # None is a value one may expect
@@ -161,25 +192,9 @@ def crash_test(request: pytest.FixtureRequest) -> CrashTest:
             options["deploy_to"] = reference_to(options["deploy_to"], "deploy_to")
         with tempfile.TemporaryDirectory(prefix="crashtest-") as folder:
             out = Path(folder) / "report.json"
-            cmd = _command(
-                reference_to(worker, "worker"),
-                reference_to(workflow, "workflow"),
-                input,
-                reference_to(observe, "observe"),
-                out,
-                options,
-            )
-            done = subprocess.run(
-                cmd, env=_environment(options.get("env")), capture_output=True, text=True
-            )
-            sys.stderr.write(done.stderr)  # its progress, in the test's captured output
-            if done.returncode not in (EXIT_ALL_MATCH, EXIT_SOME_DIFFER) or not out.exists():
-                lines = done.stderr.strip().splitlines() or ["(nothing on stderr)"]
-                pytest.fail(
-                    f"the crash test could not run (exit {done.returncode}): {lines[-1]}",
-                    pytrace=False,
-                )
-            report = Report.from_json(json.loads(out.read_text()))
+            observed = reference_to(observe, "observe") if observe is not None else None
+            what = (reference_to(worker, "worker"), reference_to(workflow, "workflow"))
+            report = _run_command(_command(*what, input, observed, out, options), out, options)
         if expect_all_match and not report.ok:
             pytest.fail(report.failure_text(), pytrace=False)
         return report

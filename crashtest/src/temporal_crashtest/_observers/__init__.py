@@ -12,7 +12,7 @@ several views by name (`{"observe": ..., "http": ...}`). In the worker process, 
 half is installed from its settings and told each activity attempt as it starts
 (`in_worker.py`). Members: the user's function (`function.UsersView`), the HTTP requests
 (`http.HttpRequests`), made from a crash test's options in `given.py`. To add one, see
-"Adding an observer" in crashtest/docs/architecture.md.
+"An observer" under "To add" in docs/architecture.md.
 """
 
 from __future__ import annotations
