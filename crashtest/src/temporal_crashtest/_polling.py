@@ -28,8 +28,10 @@ from temporal_crashtest._history import RunHistory, seconds_text, with_likely_ca
 from temporal_crashtest._interceptor import ROOT_SCOPE, SCOPE_HEADER, decode_scope
 
 # A worker takes a second or two to start; a workflow task unclaimed for longer than this, on a
-# task queue that no worker polls for workflows, will never be taken.
-NO_POLLER_GRACE_S = 10.0
+# task queue that no worker polls for workflows, will never be taken. 10 s once failed a Deep
+# Agent's cell on a loaded machine: its worker said it polls, and its first poll reached the
+# server later still (a false "no worker takes workflow tasks").
+NO_POLLER_GRACE_S = 20.0
 # Failures of an activity attempt that the worker's set-up makes, not the activity's code: no
 # retry can get past them.
 SET_UP_WRONG = ("failed decoding arguments", "is not registered on this worker")
