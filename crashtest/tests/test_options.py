@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from temporal_crashtest import CrashTestOptions, Target
 from temporal_crashtest.__main__ import parse_args
-from temporal_crashtest.pytest_plugin import OPTIONS, OWN, _command
+from temporal_crashtest.pytest_plugin import OWN, _command, every_option
 
 # What the API calls some of the command line's options, and what only one of them has.
 API_NAMES = {"logs": "log_dir", "plugin": "plugins", "observe": "observe"}
@@ -25,10 +25,10 @@ def run_flags() -> set[str]:
 
 
 def test_the_fixture_takes_every_option_of_the_command_line() -> None:
-    fixture = set(OPTIONS) | set(OWN) | {"plugin"}  # `plugins`: --plugin once per item
+    fixture = set(every_option()) | set(OWN) | {"plugin"}  # `plugins`: --plugin once per item
     missing = run_flags() - fixture
     assert not missing, f"the pytest fixture lacks {sorted(missing)}"
-    extra = set(OPTIONS) - run_flags() - {"plugins", "env", "expect_version"}
+    extra = set(every_option()) - run_flags() - {"plugins", "env", "expect_version"}
     assert not extra, f"the fixture has options the command line lacks: {sorted(extra)}"
 
 

@@ -41,8 +41,9 @@ MARKER = "crashtest"
 # Each option a test may give (keyword or marker), and how `python -m temporal_crashtest run`
 # takes it: "value" --name VALUE; "flag" --name when true; "joined" --name A,B (a string or a
 # list); "each" --plugin once per item; "http" --http (True: every host; or HOSTS); "expect"
-# a deploy test's version for --expect; "env" the command's environment. A test checks this
-# table against the command line's flags (crashtest/tests/test_options.py).
+# a deploy test's version for --expect; "env" the command's environment. The report formats but
+# JSON (`markdown`, `html`, `junit_xml`) come from `_formats` (`every_option`). A test checks
+# these against the command line's flags (crashtest/tests/test_options.py).
 OPTIONS: dict[str, str] = {
     "points": "joined",
     "repeat": "value",
@@ -64,9 +65,6 @@ OPTIONS: dict[str, str] = {
     "http": "http",
     "http_key_header": "value",
     "http_paid": "joined",
-    "markdown": "value",
-    "html": "value",
-    "junit_xml": "value",
     "logs": "value",
 }
 # The fixture's own arguments: what is tested, and the --json report it reads back.
@@ -108,11 +106,19 @@ def _command(
             cmd += [f"--{name}", value if name == "drive" else json.dumps(value)]
     if options.get("expect_version") is not None and "expect" in options:
         raise pytest.UsageError("crash_test: expect (a state) or expect_version, not both")
-    for name, how in OPTIONS.items():
+    for name, how in every_option().items():
         value = options.get(name)
         if value is not None and value is not False:
             cmd += _flag(name, how, value)
     return cmd
+
+
+def every_option() -> dict[str, str]:
+    """OPTIONS, and a path option for each report format but JSON (the fixture's own)."""
+    from temporal_crashtest._formats import FORMATS
+
+    formats = {f.flag[2:].replace("-", "_"): "value" for f in FORMATS if f.flag != "--json"}
+    return {**OPTIONS, **formats}
 
 
 def _flag(name: str, how: str, value: Any) -> list[str]:
@@ -164,7 +170,7 @@ def crash_test(request: pytest.FixtureRequest) -> CrashTest:
 
     marker = request.node.get_closest_marker(MARKER)
     defaults = dict(marker.kwargs) if marker else {}
-    unknown = set(defaults) - set(OPTIONS)
+    unknown = set(defaults) - set(every_option())
     if unknown:
         raise pytest.UsageError(f"@pytest.mark.{MARKER}: unknown options {sorted(unknown)}")
 
@@ -178,7 +184,7 @@ def crash_test(request: pytest.FixtureRequest) -> CrashTest:
         expect_all_match: bool = True,
         **given: Any,
     ) -> Report:
-        unknown = set(given) - set(OPTIONS) - {"expect"}
+        unknown = set(given) - set(every_option()) - {"expect"}
         if unknown:
             raise pytest.UsageError(f"crash_test: unknown options {sorted(unknown)}")
         options = {**defaults, **{k: v for k, v in given.items() if v is not None}}
