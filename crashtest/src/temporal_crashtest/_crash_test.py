@@ -46,7 +46,7 @@ from temporal_crashtest._model import (
     to_json,
 )
 from temporal_crashtest._observers import Observers
-from temporal_crashtest._observers.given import check_given, observers_for
+from temporal_crashtest._observers.given import observers_for
 from temporal_crashtest._observers.http import HttpObserver
 from temporal_crashtest._points import MAX_REPEAT, CrashPoint
 from temporal_crashtest._processes import CANNOT_IMPORT, ForkedServer, NotForked, Processes
@@ -209,15 +209,14 @@ async def crash_test(
     """`run_crash_test`, with the fork server the command forked before its event loop started
     (`fork_here`), or why it could not."""
     options.check()
-    check_given(observe, options.http)
     check_target(target)
     if options.expect_version is not None and target.deploy is None:
         raise InputError(
             f"expecting the {options.expect_version} version's state is for a deploy test "
             "(--deploy-to)"
         )
-    if options.expect is not NOTHING:
-        to_json(options.expect, "expect")
+    if options.expect is not NOTHING:  # checked now, compared as JSON once the reference ran
+        options = replace(options, expect=to_json(options.expect, "expect"))
     log_dir = options.log_dir or Path(tempfile.mkdtemp(prefix="crashtest-"))
     log_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -273,7 +272,7 @@ async def _crash_test(
             say(summary(replayed, str(target.version(deployed=True))))
         expect_diff = None
         if options.expect is not NOTHING:
-            expect_diff = differences(to_json(options.expect, "expect"), reference.observed)
+            expect_diff = differences(options.expect, reference.observed)
         chosen, made = _Chosen([], []), Cells([], 0, 0)
         if expect_diff is None:
             chosen = _choose(reference, options, say)
