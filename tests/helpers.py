@@ -187,7 +187,7 @@ class BothWays:
         the exit codes, but for a point one side failed in a race with a parallel sibling
         (`racing`); a point only one side made must pass."""
         differ: dict[str, object] = {}
-        for name in names or tuple(self.exact):
+        for name in names or tuple(self.grouped):
             exact, grouped = self.exact[name], self.grouped[name]
             (code, by_exact), (grouped_code, by_grouped) = verdicts(exact), verdicts(grouped)
             points = {
@@ -224,16 +224,20 @@ def run_both_ways(
     out: Path,
     timeout: float = 300,
     at_once: int | None = None,
+    grouped_too: set[str] | None = None,
 ) -> BothWays:
-    """Each crash test `--exact` and grouped, `at_once` at a time (see `crashtest_runs`)."""
+    """Each crash test `--exact` and grouped (`grouped_too`: only these grouped as well; None:
+    all), `at_once` at a time (see `crashtest_runs`)."""
+    grouped = set(runs) if grouped_too is None else grouped_too
     both: dict[str, tuple[list[str], dict[str, str]]] = {}
     for name, (args, extra) in runs.items():
         both[name] = ([*args, "--exact"], extra)
-        both[name + GROUPED] = (args, extra)
+        if name in grouped:
+            both[name + GROUPED] = (args, extra)
     results = crashtest_runs(both, env, out, timeout, at_once)
     return BothWays(
         exact={name: results[name] for name in runs},
-        grouped={name: results[name + GROUPED] for name in runs},
+        grouped={name: results[name + GROUPED] for name in runs if name in grouped},
     )
 
 
