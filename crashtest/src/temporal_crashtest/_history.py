@@ -132,7 +132,7 @@ RUN_ENDS = frozenset({
 })  # fmt: skip
 
 
-_CLOSINGS = {
+ACTIVITY_CLOSINGS = {  # an activity's closing event, and its outcome in words
     EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED: COMPLETED,
     EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED: FAILED,
     EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT: TIMED_OUT,
@@ -262,7 +262,7 @@ def _found_in(run: RunHistory, untested: list[Untested], served: frozenset[str])
             if cancelled in by_scheduled:
                 by_scheduled[cancelled].closed = CANCELLED
         elif closed is not None and closed in by_scheduled:
-            by_scheduled[closed].closed = _CLOSINGS[e.event_type]
+            by_scheduled[closed].closed = ACTIVITY_CLOSINGS[e.event_type]
         if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
             for f in untaken:
                 f.taken = e.event_time.ToDatetime()

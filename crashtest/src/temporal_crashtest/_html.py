@@ -36,7 +36,7 @@ COLOURS = {
     "completed": "#2e7d32",
     "failed": "#e65100",
     "timed out": "#e65100",
-    "canceled": "#757575",
+    "cancelled": "#757575",
     "open": "#9e9e9e",
 }
 MARKS = {"worker killed": "#c62828", "run ended": "#212121"}  # else: a workflow task's trouble

@@ -15,27 +15,15 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 
-from temporal_crashtest._history import RunHistory
+from temporal_crashtest._history import ACTIVITY_CLOSINGS, RUN_ENDS, RunHistory
 from temporal_crashtest._interceptor import STAMP_HEADER, decode_stamp
 
-_CLOSED = {
-    EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED: "completed",
-    EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED: "failed",
-    EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT: "timed out",
-    EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED: "canceled",
-}
 _TASK_TROUBLE = {
     EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED: "workflow task failed",
     EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT: "workflow task timed out",
 }
-_RUN_ENDS = {
-    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
-    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
-    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT,
-    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED,
-    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED,
-    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW,
-}
+# A run's end, for its timeline: a continue-as-new ends one run of the chain too.
+_RUN_ENDS = RUN_ENDS | {EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,7 +33,7 @@ class Bar:
     started: float | None  # the attempt that ended it (None: never started)
     closed: float | None  # None: still open at the run's end
     attempt: int  # that attempt's number
-    outcome: str  # completed | failed | timed out | canceled | open
+    outcome: str  # completed | failed | timed out | cancelled | open (`_history`'s words)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -159,11 +147,11 @@ class _RunReader:
         elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
             attrs = event.activity_task_started_event_attributes
             self.started[attrs.scheduled_event_id] = (when, attrs.attempt)
-        elif kind in _CLOSED:
+        elif kind in ACTIVITY_CLOSINGS:
             attrs = getattr(event, _CLOSED_ATTRIBUTES[kind])
             label, since = self.scheduled.pop(attrs.scheduled_event_id, ("?", when))
             began = self.started.pop(attrs.scheduled_event_id, None)
-            self.bars.append(self._bar(label, since, began, when, _CLOSED[kind]))
+            self.bars.append(self._bar(label, since, began, when, ACTIVITY_CLOSINGS[kind]))
         elif kind in _TASK_TROUBLE:
             self.marks.append(Mark(at=self.at(when), what=self.scope + _TASK_TROUBLE[kind]))
         elif kind in _RUN_ENDS and self.root:
