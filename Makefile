@@ -19,6 +19,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not loaded" --durations=15
 	$(BIN)/python -m infra stop  # the loaded tier starts fresh servers: its load is its own
