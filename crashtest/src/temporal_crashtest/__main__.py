@@ -65,8 +65,8 @@ from temporal_crashtest._forkserver import fork_here
 from temporal_crashtest._formats import add_format_flags, check_outputs, write_reports
 from temporal_crashtest._loading import load_callable, workflow_type
 from temporal_crashtest._model import NEW, OLD, Observe, Target
-from temporal_crashtest._observers.given import check_given
-from temporal_crashtest._observers.http import DEFAULT_KEY_HEADER, DEFAULT_PAID, HttpObserver
+from temporal_crashtest._observers.given import add_flags as observer_flags
+from temporal_crashtest._observers.given import check_given, settings_from
 from temporal_crashtest._points import GLOSSARY, Moment
 from temporal_crashtest._processes import ForkedServer, NotForked
 from temporal_crashtest._report import Cell, Report
@@ -124,27 +124,7 @@ def _what_to_test(add: Add) -> None:
     add("--workflow", required=True, help="MODULE:CLASS (or the workflow type name)")
     add("--input", required=True, help="the workflow's argument, as JSON or @FILE holding JSON")
     add("--observe", help="MODULE:FUNC, (workflow_id) -> JSON (--http, or both, or this)")
-    add(
-        "--http",
-        nargs="?",
-        const="",
-        metavar="HOST[,HOST...]",
-        help="the HTTP observer: record the effectful requests (not GET, HEAD, OPTIONS) the "
-        "workers send through httpx, requests or aiohttp, to these hosts (none named: every "
-        "host), before each is sent; a repeat with the same idempotency key counts once",
-    )
-    add(
-        "--http-key-header",
-        default=DEFAULT_KEY_HEADER,
-        metavar="NAME",
-        help=f"the header that carries a request's idempotency key (default {DEFAULT_KEY_HEADER})",
-    )
-    add(
-        "--http-paid",
-        metavar="HOST[:PORT][/PATH][,...]",
-        help="where requests are paid calls, every one counted (default: the model providers' "
-        "API hosts, api.openai.com, api.anthropic.com, ...)",
-    )
+    observer_flags(add)  # each observer kind's own
     add(
         "--deploy-to",
         metavar="MODULE:FACTORY",
@@ -303,27 +283,15 @@ def from_args(args: argparse.Namespace) -> tuple[Target, Observe | None, CrashTe
         progress=progress,
         say=say,
         shard=parse_shard(args.shard) if args.shard else None,
-        http=_http_observer(args),
+        observers=settings_from(args),
         # the HTML report draws them; a shard's JSON keeps them for `merge --html`
         timelines=args.html is not None or (args.shard is not None and args.json is not None),
     )
     options.check()
-    check_given(args.observe, options.http)
+    check_given(args.observe, options.watched())
     check_target(target)
     observe = load_callable(args.observe, "--observe") if args.observe else None
     return target, observe, options
-
-
-def _http_observer(args: argparse.Namespace) -> HttpObserver | None:
-    if args.http is None:
-        if args.http_paid is not None or args.http_key_header != DEFAULT_KEY_HEADER:
-            raise InputError("--http-paid and --http-key-header go with --http")
-        return None
-    listed = [h.strip() for h in args.http.split(",") if h.strip()]
-    paid = DEFAULT_PAID
-    if args.http_paid is not None:
-        paid = tuple(p.strip() for p in args.http_paid.split(",") if p.strip())
-    return HttpObserver(hosts=tuple(listed), key_header=args.http_key_header, paid=paid)
 
 
 def _tree(path: str | None) -> str | None:

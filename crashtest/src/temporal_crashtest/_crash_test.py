@@ -45,7 +45,7 @@ from temporal_crashtest._model import (
     Target,
     to_json,
 )
-from temporal_crashtest._observers import Observers
+from temporal_crashtest._observers import Observers, ObserverSettings
 from temporal_crashtest._observers.given import observers_for
 from temporal_crashtest._observers.http import HttpObserver
 from temporal_crashtest._points import MAX_REPEAT, CrashPoint
@@ -108,6 +108,8 @@ class CrashTestOptions:
             standing alone; `merge` puts the N reports together.
         http: record the effectful HTTP requests the workers send (`HttpObserver`) and compare
             them as part of the final state; with it, `observe` may be None.
+        observers: observers given by their settings (`HttpObserver(...)` too: `http=` is
+            the same as `observers=(http,)`); with one, `observe` may be None.
         timelines: keep each run's timeline in the report (`Report.timelines`: what the HTML
             report draws); one more history read per run.
     """
@@ -129,6 +131,7 @@ class CrashTestOptions:
     say: Callable[[str], None] | None = None
     shard: tuple[int, int] | None = None
     http: HttpObserver | None = None
+    observers: tuple[ObserverSettings, ...] = ()
     timelines: bool = False
 
     def check(self) -> None:
@@ -154,8 +157,12 @@ class CrashTestOptions:
             parse_shard("/".join(map(str, self.shard)))
         if self.dev_server and self.address:
             raise InputError("a private dev server and an address: give one or the other")
-        if self.http is not None:
-            self.http.check()
+        for settings in self.watched():
+            settings.check()
+
+    def watched(self) -> tuple[ObserverSettings, ...]:
+        """The observers given by their settings, `http` among them."""
+        return (*self.observers, *((self.http,) if self.http is not None else ()))
 
 
 def check_target(target: Target) -> None:
@@ -220,7 +227,7 @@ async def crash_test(
     log_dir = options.log_dir or Path(tempfile.mkdtemp(prefix="crashtest-"))
     log_dir.mkdir(parents=True, exist_ok=True)
     try:
-        observers = observers_for(observe, options.http, log_dir, options.deadline_s)
+        observers = observers_for(observe, options.watched(), log_dir, options.deadline_s)
         report = await _crash_test(target, observers, options, forked, log_dir)
     except (asyncio.CancelledError, KeyboardInterrupt):
         if options.say is not None:

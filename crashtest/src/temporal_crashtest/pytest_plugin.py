@@ -14,7 +14,7 @@ module-level function given the workflow handle) sends the signals and updates t
 fails. `http=True` (or a host, or a list of hosts) observes the effectful HTTP requests the workers
 send, with `observe` or without it; `html=`, `markdown=`, `junit_xml=` write those reports too;
 `shard="K/N"` runs one shard's share. Every option of the command line's `run` is here, under
-its flag's name (`OPTIONS`).
+its flag's name (`every_option()`).
 
 Registered through the `pytest11` entry point, and inert unless a test uses `crash_test`.
 """
@@ -40,10 +40,11 @@ if TYPE_CHECKING:
 MARKER = "crashtest"
 # Each option a test may give (keyword or marker), and how `python -m temporal_crashtest run`
 # takes it: "value" --name VALUE; "flag" --name when true; "joined" --name A,B (a string or a
-# list); "each" --plugin once per item; "http" --http (True: every host; or HOSTS); "expect"
+# list); "optional" --name when True, else as "joined"; "each" --plugin once per item; "expect"
 # a deploy test's version for --expect; "env" the command's environment. The report formats but
-# JSON (`markdown`, `html`, `junit_xml`) come from `_formats` (`every_option`). A test checks
-# these against the command line's flags (crashtest/tests/test_options.py).
+# JSON (`markdown`, `html`, `junit_xml`) come from `_formats`, the observers' options (`http`,
+# ...) from their kinds (`every_option`). A test checks these against the command line's flags
+# (crashtest/tests/test_options.py).
 OPTIONS: dict[str, str] = {
     "points": "joined",
     "repeat": "value",
@@ -62,9 +63,6 @@ OPTIONS: dict[str, str] = {
     "worker_tree": "value",
     "deploy_tree": "value",
     "expect_version": "expect",
-    "http": "http",
-    "http_key_header": "value",
-    "http_paid": "joined",
     "logs": "value",
 }
 # The fixture's own arguments: what is tested, and the --json report it reads back.
@@ -89,8 +87,8 @@ class CrashTest(Protocol):
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        f"{MARKER}(**options): options for the crash_test fixture in this test "
-        f"({', '.join(OPTIONS)})",
+        f"{MARKER}(**options): options for the crash_test fixture in this test (each option "
+        "of `python -m temporal_crashtest run`, its flag's name with _)",
     )
 
 
@@ -114,11 +112,14 @@ def _command(
 
 
 def every_option() -> dict[str, str]:
-    """OPTIONS, and a path option for each report format but JSON (the fixture's own)."""
+    """OPTIONS, a path option for each report format but JSON (the fixture's own), and each
+    observer kind's options."""
     from temporal_crashtest._formats import FORMATS
+    from temporal_crashtest._observers import given
 
     formats = {f.flag[2:].replace("-", "_"): "value" for f in FORMATS if f.flag != "--json"}
-    return {**OPTIONS, **formats}
+    observers = {name: how for kind in given.KINDS for name, how in kind.fixture.items()}
+    return {**OPTIONS, **formats, **observers}
 
 
 def _flag(name: str, how: str, value: Any) -> list[str]:
@@ -126,10 +127,10 @@ def _flag(name: str, how: str, value: Any) -> list[str]:
     flag = f"--{name.replace('_', '-')}"
     if how == "flag":
         return [flag]
-    if how == "joined" or (how == "http" and not isinstance(value, (str, bool))):
+    if how == "optional" and value is True:
+        return [flag]
+    if how in ("joined", "optional"):
         return [flag, value if isinstance(value, str) else ",".join(value)]
-    if how == "http":
-        return [flag] if value is True else [flag, value]
     if how == "each":
         return [w for item in value for w in ("--plugin", item)]
     if how == "expect":  # in a deploy test: old or new

@@ -1,8 +1,10 @@
 """Observers: what a crash test compares a run by. Each has
 
 - a `name`: its key in the state, when several observe;
-- `worker_env()`: the settings its half in the worker processes reads from the environment
-  ({} if it has none; called once, as the test starts);
+- `half`: the module of its half in the worker processes (None: it has none), which has
+  `install_from_env(environ) -> bool` and `attempt_started(root, boundary, attempt)`;
+- `worker_env()`: the settings its half reads from the environment ({} if it has none; called
+  once, as the test starts);
 - `view(workflow_id)`: its view of a run's end, as JSON;
 - `untested()`: what it saw but could not name a run for, as (what, why) rows of the report's
   "not tested".
@@ -10,21 +12,33 @@
 The state of a run is one rule for any mix (`Observers.state`): one observer's view alone, or
 several views by name (`{"observe": ..., "http": ...}`). In the worker process, an observer's
 half is installed from its settings and told each activity attempt as it starts
-(`in_worker.py`). Members: the user's function (`function.UsersView`), the HTTP requests
-(`http.HttpRequests`), made from a crash test's options in `given.py`. To add one, see
-"An observer" under "To add" in docs/architecture.md.
+(`in_worker.py`, from the modules `Observers.worker_env` names). Members: the user's function
+(`function.UsersView`), the HTTP requests (`http.HttpRequests`).
+
+An observer kind other than the user's function is given as settings (`ObserverSettings`, e.g.
+`HttpObserver`: `CrashTestOptions.observers`), and its options on the command line and in the
+pytest fixture are its `Kind`, a row of `given.KINDS`. To add one, see "An observer" under
+"To add" in docs/architecture.md.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
+
+HALVES_ENV = "CRASHTEST_OBSERVER_HALVES"  # the modules of the observers' halves, comma-separated
 
 
 class Observer(Protocol):
     @property
     def name(self) -> str: ...
+
+    @property
+    def half(self) -> str | None: ...
 
     def worker_env(self) -> dict[str, str]: ...
 
@@ -43,7 +57,8 @@ class Observers:
         env: dict[str, str] = {}
         for member in self.members:
             env.update(member.worker_env())
-        return env
+        halves = [member.half for member in self.members if member.half is not None]
+        return {**env, HALVES_ENV: ",".join(halves)} if halves else env
 
     async def state(self, workflow_id: str) -> Any:
         """The run's end, as the observers see it."""
@@ -54,3 +69,29 @@ class Observers:
 
     def untested(self) -> list[tuple[str, str]]:
         return [row for member in self.members for row in member.untested()]
+
+
+class ObserverSettings(Protocol):
+    """An observer as a user gives it (`CrashTestOptions.observers`)."""
+
+    def check(self) -> None:
+        """InputError for a setting out of range, before anything starts."""
+        ...
+
+    def observer(self, log_dir: Path, deadline_s: float) -> Observer:
+        """The observer, for a crash test that keeps its files in `log_dir`."""
+        ...
+
+
+Add = Callable[..., argparse.Action]  # `ArgumentParser.add_argument`
+
+
+@dataclass(frozen=True)
+class Kind:
+    """An observer kind's options: its flags on `run`'s command line, its settings from them
+    (None: not asked for), and how the pytest fixture's keywords become those flags (a
+    `pytest_plugin.OPTIONS` "how" per keyword)."""
+
+    add_flags: Callable[[Add], None]
+    from_args: Callable[[argparse.Namespace], ObserverSettings | None]
+    fixture: Mapping[str, str]

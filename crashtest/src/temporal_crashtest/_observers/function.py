@@ -19,6 +19,7 @@ class UsersView:
     observe: Observe
     deadline_s: float
     name: str = "observe"
+    half: str | None = None
 
     def worker_env(self) -> dict[str, str]:
         return {}

@@ -1,33 +1,48 @@
-"""The observers a crash test was given, from its options: one row per kind."""
+"""The observers a crash test may be given (`KINDS`, one row per kind the user gives as settings)
+and the ones it was given: the user's function, and the settings of the others."""
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Sequence
 from pathlib import Path
 
 from temporal_crashtest._errors import InputError
 from temporal_crashtest._model import Observe
-from temporal_crashtest._observers import Observer, Observers
+from temporal_crashtest._observers import Add, Kind, Observer, Observers, ObserverSettings, http
 from temporal_crashtest._observers.function import UsersView
-from temporal_crashtest._observers.http import HttpObserver, HttpRequests
+
+KINDS: tuple[Kind, ...] = (http.KIND,)
+
+
+def add_flags(add: Add) -> None:
+    """Each kind's flags, on `run`'s command line."""
+    for kind in KINDS:
+        kind.add_flags(add)
+
+
+def settings_from(args: argparse.Namespace) -> tuple[ObserverSettings, ...]:
+    """The observers the command line asked for, by their settings."""
+    return tuple(s for kind in KINDS if (s := kind.from_args(args)) is not None)
 
 
 def observers_for(
-    observe: Observe | None, http: HttpObserver | None, log_dir: Path, deadline_s: float
+    observe: Observe | None,
+    settings: Sequence[ObserverSettings],
+    log_dir: Path,
+    deadline_s: float,
 ) -> Observers:
-    """The observers a crash test was given: the user's function, the HTTP observer, or both
-    (InputError: neither)."""
-    check_given(observe, http)
-    members: list[Observer] = []
-    if observe is not None:
-        members.append(UsersView(observe, deadline_s))
-    if http is not None:
-        members.append(HttpRequests(http, log_dir))
+    """The observers a crash test was given: the user's function, the others' settings, or
+    both (InputError: neither)."""
+    check_given(observe, settings)
+    members: list[Observer] = [] if observe is None else [UsersView(observe, deadline_s)]
+    members += [given.observer(log_dir, deadline_s) for given in settings]
     return Observers(tuple(members))
 
 
-def check_given(observe: object, http: HttpObserver | None) -> None:
+def check_given(observe: object, settings: Sequence[ObserverSettings]) -> None:
     """InputError, before anything loads or starts, when nothing would observe the runs."""
-    if observe is None and http is None:
+    if observe is None and not settings:
         raise InputError(
             "nothing observes the runs: give an observe function (--observe MODULE:FUNC), the "
             "HTTP observer (--http), or both"

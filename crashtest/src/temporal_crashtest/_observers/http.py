@@ -19,6 +19,7 @@ duplicate the crash test reports.
 
 from __future__ import annotations
 
+import argparse
 import concurrent.futures
 import contextlib
 import contextvars
@@ -38,6 +39,7 @@ from urllib.parse import unquote, urlsplit
 from temporalio import activity
 
 from temporal_crashtest._errors import InputError
+from temporal_crashtest._observers import Add, Kind
 
 ENV = "CRASHTEST_HTTP"  # the recorder's settings, as JSON, in each worker process's environment
 LOG_NAME = "http-requests.jsonl"
@@ -72,7 +74,7 @@ _ID_LIKE = re.compile(
 
 @dataclass(frozen=True, kw_only=True)
 class HttpObserver:
-    """What the HTTP observer records (`CrashTestOptions.http`, `--http`).
+    """What the HTTP observer records (`CrashTestOptions.http`, `--http`): its settings.
 
     Args:
         hosts: the hosts whose requests are effects (`HOST` or `HOST:PORT`); empty: every host.
@@ -97,6 +99,9 @@ class HttpObserver:
             raise InputError(
                 f"an HTTP header name is letters, digits and '-', not {self.key_header!r}"
             )
+
+    def observer(self, log_dir: Path, deadline_s: float) -> HttpRequests:
+        return HttpRequests(self, log_dir)
 
     def effectful(self, method: str, netloc: str) -> bool:
         if self.methods:
@@ -477,6 +482,7 @@ class HttpRequests:
     observer: HttpObserver
     log_dir: Path
     name: str = "http"
+    half: str | None = __name__  # install_from_env and attempt_started, here
 
     def worker_env(self) -> dict[str, str]:
         """A fresh record, and the settings that make each worker process write it."""
@@ -493,3 +499,46 @@ class HttpRequests:
 def attempt_started(root: str, boundary: str, attempt: int) -> None:
     """In a worker process: the activity attempt that runs in this context sends what follows."""
     set_sender(Sender(root, boundary, attempt))
+
+
+def _add_flags(add: Add) -> None:
+    add(
+        "--http",
+        nargs="?",
+        const="",
+        metavar="HOST[,HOST...]",
+        help="the HTTP observer: record the effectful requests (not GET, HEAD, OPTIONS) the "
+        "workers send through httpx, requests or aiohttp, to these hosts (none named: every "
+        "host), before each is sent; a repeat with the same idempotency key counts once",
+    )
+    add(
+        "--http-key-header",
+        default=DEFAULT_KEY_HEADER,
+        metavar="NAME",
+        help=f"the header that carries a request's idempotency key (default {DEFAULT_KEY_HEADER})",
+    )
+    add(
+        "--http-paid",
+        metavar="HOST[:PORT][/PATH][,...]",
+        help="where requests are paid calls, every one counted (default: the model providers' "
+        "API hosts, api.openai.com, api.anthropic.com, ...)",
+    )
+
+
+def _from_args(args: argparse.Namespace) -> HttpObserver | None:
+    if args.http is None:
+        if args.http_paid is not None or args.http_key_header != DEFAULT_KEY_HEADER:
+            raise InputError("--http-paid and --http-key-header go with --http")
+        return None
+    listed = [h.strip() for h in args.http.split(",") if h.strip()]
+    paid = DEFAULT_PAID
+    if args.http_paid is not None:
+        paid = tuple(p.strip() for p in args.http_paid.split(",") if p.strip())
+    return HttpObserver(hosts=tuple(listed), key_header=args.http_key_header, paid=paid)
+
+
+KIND = Kind(
+    _add_flags,
+    _from_args,
+    {"http": "optional", "http_key_header": "value", "http_paid": "joined"},
+)

@@ -1,27 +1,24 @@
 """The observers' halves in a worker process: each installed from the settings the crash test
-put in the environment, each told which activity attempt runs in the current context (the crash
-interceptor's call, before the attempt's code runs)."""
+put in the environment (`HALVES_ENV` names their modules), each told which activity attempt runs
+in the current context (the crash interceptor's call, before the attempt's code runs)."""
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable, Mapping
 
-from temporal_crashtest._observers import http
+from temporal_crashtest._observers import HALVES_ENV
 
-# One row per observer that needs code in the worker process: (install from the environment,
-# True if its settings were there; an attempt starts: (root workflow id, boundary, attempt)).
-HALVES: tuple[tuple[Callable[[Mapping[str, str]], bool], Callable[[str, str, int], None]], ...] = (
-    (http.install_from_env, http.attempt_started),
-)
 _installed: list[Callable[[str, str, int], None]] = []
 
 
 def install_all(environ: Mapping[str, str] = os.environ) -> None:
-    """Install each observer whose settings the environment holds."""
-    for install, started in HALVES:
-        if install(environ) and started not in _installed:
-            _installed.append(started)
+    """Install each observer half the environment names, from its settings there."""
+    for name in filter(None, environ.get(HALVES_ENV, "").split(",")):
+        half = importlib.import_module(name)
+        if half.install_from_env(environ) and half.attempt_started not in _installed:
+            _installed.append(half.attempt_started)
 
 
 def attempt_started(root: str, boundary: str, attempt: int) -> None:
