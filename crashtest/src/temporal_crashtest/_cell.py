@@ -21,7 +21,7 @@ from temporalio.client import WorkflowHandle
 from temporal_crashtest._errors import CellFailed
 from temporal_crashtest._fastforward import SHORT_TASK_TIMEOUT
 from temporal_crashtest._history import read_tree, with_likely_cause
-from temporal_crashtest._model import CellPoint, Reference, Target
+from temporal_crashtest._model import CellPoint, Reference
 from temporal_crashtest._polling import DEADLOCK
 from temporal_crashtest._recovery import Kill, Recovery, after_the_kill, read_waits, task_timeout
 from temporal_crashtest._session import Session, Started
@@ -58,12 +58,10 @@ class Outcome:
 class _CrashedRun:
     """The parts of one crashed run that do not change as it goes."""
 
-    def __init__(
-        self, session: Session, target: Target, stages: list[CellPoint], workflow_id: str
-    ) -> None:
-        self.session, self.target, self.stages = session, target, stages
+    def __init__(self, session: Session, stages: list[CellPoint], workflow_id: str) -> None:
+        self.session, self.stages = session, stages
         self.workflow_id = workflow_id
-        per_kill = SHORT_TASK_TIMEOUT.total_seconds() + target.resume_after_s
+        per_kill = SHORT_TASK_TIMEOUT.total_seconds() + session.target.resume_after_s
         per_kill += GROUP_KILL_ALLOWANCE_S
         extra = max(0, len(stages) - 1) * per_kill
         self.deadline = time.monotonic() + session.deadline_s + extra
@@ -75,7 +73,6 @@ class _CrashedRun:
         whoever takes over runs the next version."""
         site = self.stages[stage].site() if stage < len(self.stages) else None
         started = await self.session.workers.start(
-            self.target,
             next(self.names),
             self.workflow_id,
             site,
@@ -108,7 +105,6 @@ class _CrashedRun:
 
 async def crashed_run(
     session: Session,
-    target: Target,
     stages: list[CellPoint],
     workflow_id: str,
     reference: Reference | None = None,
@@ -120,7 +116,7 @@ async def crashed_run(
     reach ends the crashes. `shorten`: with a short workflow task timeout where a kill holds a
     workflow task; `reference`: its labels name the recovery's waits, its task timeouts are
     production's."""
-    this = _CrashedRun(session, target, stages, workflow_id)
+    this = _CrashedRun(session, stages, workflow_id)
     short = task_timeout(stages, reference, shorten and not session.real_timeouts)
     run: Started | None = None
     kills: list[Kill] = []
@@ -129,7 +125,7 @@ async def crashed_run(
     try:
         current = await this.worker(0, short, warm=False)
         successor = await this.worker(1, short, warm=True) if stages else None
-        run = await session.start(target, workflow_id, workflow_id, short)
+        run = await session.start(workflow_id, workflow_id, short)
         for stage, point in enumerate(stages):
             waited = await until_one_ends(session, run, current, this.deadline, _ids(kills))
             served |= waited.served
@@ -138,7 +134,7 @@ async def crashed_run(
                 break  # a repeat: the recovery did not pass the point again (its answer)
             fast = not session.real_timeouts
             kills.append(await after_the_kill(session.client, run.handle, current, point, fast))
-            await asyncio.sleep(target.resume_after_s)  # e.g. past an idempotency key's TTL
+            await asyncio.sleep(session.target.resume_after_s)  # e.g. past an idempotency key's TTL
             assert successor is not None
             current = successor
             await session.workers.go(current, this.deadline)

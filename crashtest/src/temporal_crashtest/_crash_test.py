@@ -275,15 +275,14 @@ async def _crash_test(
         reference = replace(reference, pinned=options.expect_version)
         replayed = []
         if reference.deployed:
-            replayed = await runner.replay_pass(target, reference.tree)
+            replayed = await runner.replay_pass(reference.tree)
             say(summary(replayed, str(target.version(deployed=True))))
         expect_diff = None
         if options.expect is not NOTHING:
             expect_diff = differences(options.expect, reference.observed)
         chosen, made = _Chosen([], []), Cells([], 0, 0)
         if expect_diff is None:
-            chosen = _choose(reference, options, say)
-            made = await _run_the_cells(runner, target, reference, options, chosen, say)
+            chosen, made = await _run_the_cells(runner, target, reference, options, say)
         untested = [*chosen.untested, *(Untested(*row) for row in observers.untested())]
     finally:
         await procs.kill_all_and_reap()
@@ -341,7 +340,13 @@ async def _runner(
         plugins=load_plugins(list(target.plugins)),
     )
     await forks
-    workers = Workers(procs=procs, address=address, namespace=namespace, env=observers.worker_env())
+    workers = Workers(
+        target=target,
+        procs=procs,
+        address=address,
+        namespace=namespace,
+        env=observers.worker_env(),
+    )
     session = Session(
         client=client,
         workers=workers,
@@ -368,7 +373,7 @@ async def _references(runner: Runner, target: Target, say: Callable[[str], None]
     may end in either's state)."""
     tree = f" on {target.old}" if target.worker_tree else ""
     say(f"reference run of {target.workflow} (no crash){tree}")
-    reference = await runner.reference(target)
+    reference = await runner.reference()
     say(f"reference state: {short(reference.observed, REFERENCE_CHARS)}")
     if reference.end != "completed":  # by design, or not: every cell must end so too
         say(f"the run without a crash ends {reference.end}")
@@ -376,7 +381,7 @@ async def _references(runner: Runner, target: Target, say: Callable[[str], None]
         return reference
     new = target.version(deployed=True)
     say(f"reference run of {target.workflow} on the deployed version ({new})")
-    deployed = await runner.reference(target.alone(new))
+    deployed = await runner.reference(alone=new)
     say(f"deployed version's reference state: {short(deployed.observed, REFERENCE_CHARS)}")
     return replace(reference, deployed=deployed)
 
@@ -422,13 +427,13 @@ async def _run_the_cells(
     target: Target,
     reference: Reference,
     options: CrashTestOptions,
-    chosen: _Chosen,
     say: Callable[[str], None],
-) -> Cells:
-    """Run the chosen points' cells."""
+) -> tuple[_Chosen, Cells]:
+    """The crash points chosen, and their cells run."""
+    chosen = _choose(reference, options, say)
     points = chosen.points
     if not points and chosen.shard is not None:
-        return Cells([], 0, 0)  # a shard with no point: said above
+        return chosen, Cells([], 0, 0)  # a shard with no point: said above
     if not points:  # a test of none would pass without testing anything
         raise CrashTestAborted(
             "there is no crash point to test: "
@@ -442,9 +447,8 @@ async def _run_the_cells(
         f"{len(reference.boundaries)} boundaries ({names}): {len(points)} crash points, "
         f"{min(options.jobs, len(points))} at a time"
     )
-    return await run_cells(
+    cells = await run_cells(
         runner,
-        target,
         points,
         reference,
         options.jobs,
@@ -452,6 +456,7 @@ async def _run_the_cells(
         progress=options.progress,
         say=say,
     )
+    return chosen, cells
 
 
 async def _start_forks(

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from temporal_crashtest._model import CellPoint, Reference, Target
+from temporal_crashtest._model import CellPoint, Reference
 from temporal_crashtest._report import Cell
 from temporal_crashtest._runner import GroupRun, Runner
 
@@ -191,7 +191,6 @@ def _span(points: list[CellPoint]) -> str:
 
 async def run_cells(
     runner: Runner,
-    target: Target,
     points: list[CellPoint],
     reference: Reference,
     jobs: int,
@@ -226,7 +225,7 @@ async def run_cells(
             f"{'-'.join(map(str, sizes[:: max(1, len(sizes) - 1)]))} (one run each; a group "
             "that differs is split down to single points)"
         )
-    runs = _Runs(runner, target, reference, jobs, len(points), progress, tell)
+    runs = _Runs(runner, reference, jobs, len(points), progress, tell)
     async with asyncio.TaskGroup() as tasks:
         for members in groups:
             tasks.create_task(runs.group(tasks, members))
@@ -242,14 +241,13 @@ class _Runs:
     def __init__(
         self,
         runner: Runner,
-        target: Target,
         reference: Reference,
         jobs: int,
         total: int,
         progress: ProgressFn | None,
         tell: Callable[[str], None],
     ) -> None:
-        self.runner, self.target, self.reference = runner, target, reference
+        self.runner, self.reference = runner, reference
         self.limit = asyncio.Semaphore(jobs)
         self.total, self.progress, self.tell = total, progress, tell
         self.done: dict[CellPoint, Cell] = {}
@@ -265,7 +263,7 @@ class _Runs:
         """A cell of its own."""
         async with self.limit:
             self.made += 1
-            cell = await self.runner.cell(self.target, point, self.reference)
+            cell = await self.runner.cell(point, self.reference)
         self.record(point, cell)
 
     async def group(self, tasks: asyncio.TaskGroup, members: list[CellPoint]) -> None:
@@ -276,7 +274,7 @@ class _Runs:
             return
         async with self.limit:
             self.made += 1
-            outcome = await self.runner.group(self.target, members, self.reference)
+            outcome = await self.runner.group(members, self.reference)
         reached, rest = members[: outcome.reached], members[outcome.reached :]
         if outcome.why is None:
             for point in reached:

@@ -51,35 +51,46 @@ def short(value: object, chars: int = 40) -> str:
     return text if len(text) <= chars else text[: chars - 3] + "..."
 
 
-def _walk(reference: object, observed: object, path: str, out: list[str]) -> None:
-    where = path or "the observed value"
+Place = tuple[object, ...]  # where in a JSON value: its keys and indexes, outermost first
+
+
+def _walk(reference: object, observed: object, path: Place, out: list[tuple[Place, str]]) -> None:
+    """Each place where `observed` differs from `reference`, and how (its values not shown yet)."""
     if isinstance(reference, dict) and isinstance(observed, dict):
         for key in sorted(set(reference) | set(observed), key=str):
-            inner = f"{path}.{shown(key)}" if path else shown(key)
             if key not in observed:
-                out.append(f"{inner}: missing")
+                out.append(((*path, key), "missing"))
             elif key not in reference:
-                out.append(f"{inner}: not in the reference")
+                out.append(((*path, key), "not in the reference"))
             else:
-                _walk(reference[key], observed[key], inner, out)
+                _walk(reference[key], observed[key], (*path, key), out)
     elif isinstance(reference, list) and isinstance(observed, list):
         if len(reference) != len(observed):
-            out.append(f"{where}: {len(reference)} → {len(observed)} entries")
+            out.append((path, f"{len(reference)} → {len(observed)} entries"))
         else:
             for i, (a, b) in enumerate(zip(reference, observed, strict=True)):
-                _walk(a, b, f"{path}[{i}]", out)
+                _walk(a, b, (*path, i), out)
     elif reference != observed:
-        out.append(f"{where}: {short(reference)} → {short(observed)}")
+        out.append((path, f"{short(reference)} → {short(observed)}"))
+
+
+def _where(path: Place) -> str:
+    """A place in a JSON value as the report names it: `a.b[2].c`."""
+    text = ""
+    for step in path:
+        text += f"[{step}]" if isinstance(step, int) else f".{shown(step)}" if text else shown(step)
+    return text or "the observed value"
 
 
 def differences(reference: object, observed: object) -> str | None:
     """What differs between two JSON values, in one line (None: nothing)."""
-    out: list[str] = []
-    _walk(reference, observed, "", out)
+    out: list[tuple[Place, str]] = []
+    _walk(reference, observed, (), out)
     if not out:
         return None
+    said = [f"{_where(path)}: {how}" for path, how in out[:MAX_DIFFERENCES]]
     more = f" (+{len(out) - MAX_DIFFERENCES} more)" if len(out) > MAX_DIFFERENCES else ""
-    return "; ".join(out[:MAX_DIFFERENCES]) + more
+    return "; ".join(said) + more
 
 
 @dataclass

@@ -17,31 +17,29 @@ from temporalio.service import RPCError
 from temporal_crashtest._cell import Outcome
 from temporal_crashtest._errors import CellFailed
 from temporal_crashtest._history import Boundary, read_tree
-from temporal_crashtest._model import CellPoint, Target
+from temporal_crashtest._model import CellPoint
 from temporal_crashtest._session import Session, Started
 from temporal_crashtest._waiting import until_one_ends
 from temporal_crashtest._workers import Worker
 
 
-async def reset_run(
-    session: Session, target: Target, point: CellPoint, workflow_id: str
-) -> Outcome:
+async def reset_run(session: Session, point: CellPoint, workflow_id: str) -> Outcome:
     """Run to the end; reset to the workflow task before the boundary; run to the end."""
     deadline = time.monotonic() + session.deadline_s
     queue = workflow_id
-    worker = await session.workers.start(target, f"{queue}-a", queue)
+    worker = await session.workers.start(f"{queue}-a", queue)
     workers = [worker]
     run: Started | None = None
     try:
-        run = await session.start(target, workflow_id, queue)
+        run = await session.start(workflow_id, queue)
         waited = await until_one_ends(session, run, worker, deadline, frozenset())
         _ended(session, run, worker, "the run")
         tree = read_tree(await session.histories(run.handle), waited.served)
         here = _boundary(tree.boundaries, point.boundary)
-        await asyncio.sleep(target.resume_after_s)  # e.g. past an idempotency key's TTL
-        if target.deploy is not None:  # the reset run is the new version's
+        await asyncio.sleep(session.target.resume_after_s)  # e.g. past an idempotency key's TTL
+        if session.target.deploy is not None:  # the reset run is the new version's
             await session.workers.stop([worker])
-            worker = await session.workers.start(target, f"{queue}-b", queue, deployed=True)
+            worker = await session.workers.start(f"{queue}-b", queue, deployed=True)
             workers.append(worker)
         run = run.again(await _reset(session, here, point, workflow_id))
         reset_at = time.monotonic()

@@ -26,7 +26,7 @@ from temporalio.service import RPCError
 from temporal_crashtest._cell import LOADED_RERUNS, Outcome, crashed_run, through_load
 from temporal_crashtest._errors import CellFailed, CrashTestAborted
 from temporal_crashtest._history import Tree, read_tree, timeouts_without_a_kill
-from temporal_crashtest._model import CellPoint, Reference, Target
+from temporal_crashtest._model import CellPoint, Reference, Version
 from temporal_crashtest._observers import Observers
 from temporal_crashtest._replay import Replayed, read_replayed, write_cuts
 from temporal_crashtest._report import Cell
@@ -61,13 +61,15 @@ class Runner:
         self.tag = uuid.uuid4().hex[:8]
         self._runs = itertools.count(1)
 
-    async def reference(self, target: Target) -> Reference:
+    async def reference(self, alone: Version | None = None) -> Reference:
         """Run once without a crash: the state to reach, how the run ends (completed, or failed,
-        cancelled, ... by design), and the boundaries to crash at."""
+        cancelled, ... by design), and the boundaries to crash at (`alone`: of that version
+        alone, in a deploy test)."""
+        session = self.session if alone is None else self.session.alone(alone)
         tree: Tree | None = None
         for again in range(LOADED_RERUNS + 1):
             try:
-                run = await crashed_run(self.session, target, [], self._workflow_id("reference"))
+                run = await crashed_run(session, [], self._workflow_id("reference"))
             except CellFailed as err:
                 raise CrashTestAborted(f"the reference run (no crash) failed: {err}") from None
             assert run.handle is not None
@@ -92,11 +94,11 @@ class Runner:
         await self._keep_timeline(run, reference)
         return reference
 
-    async def cell(self, target: Target, point: CellPoint | None, reference: Reference) -> Cell:
+    async def cell(self, point: CellPoint | None, reference: Reference) -> Cell:
         """One crash (None: no crash) or reset, compared with the reference."""
         started = time.monotonic()
         crash_at = point.crash_at if point else "none"
-        outcome, error = await self._outcome(target, point, reference)
+        outcome, error = await self._outcome(point, reference)
         try:
             observed = await self.observe(outcome.workflow_id)
         except CrashTestAborted as err:
@@ -121,7 +123,7 @@ class Runner:
         )
 
     async def _outcome(
-        self, target: Target, point: CellPoint | None, reference: Reference
+        self, point: CellPoint | None, reference: Reference
     ) -> tuple[Outcome, str | None]:
         """The cell's run, and why it could not be run as designed (None: it could)."""
         what = re.sub(r"[^\w-]", "-", point.crash_at if point else "none")
@@ -129,11 +131,11 @@ class Runner:
         ids = self._workflow_ids(what, used)
         try:
             if point is not None and not point.moment.kills_a_worker:
-                return await reset_run(self.session, target, point, next(ids)), None
+                return await reset_run(self.session, point, next(ids)), None
             stages = [point] * point.repeat if point else []
             outcome = await through_load(
                 lambda workflow_id, shorten: crashed_run(
-                    self.session, target, stages, workflow_id, reference, shorten
+                    self.session, stages, workflow_id, reference, shorten
                 ),
                 ids,
             )
@@ -148,16 +150,14 @@ class Runner:
             )
         return outcome, None
 
-    async def group(
-        self, target: Target, points: list[CellPoint], reference: Reference
-    ) -> GroupRun:
+    async def group(self, points: list[CellPoint], reference: Reference) -> GroupRun:
         """One run crashed at each of `points` in turn (in the order the run reaches them),
         compared with the reference as a whole."""
         started = time.monotonic()
         workflow_id = self._workflow_id(f"group-of-{len(points)}")
         observed, outcome = None, Outcome(workflow_id=workflow_id)
         try:
-            outcome = await crashed_run(self.session, target, points, workflow_id, reference)
+            outcome = await crashed_run(self.session, points, workflow_id, reference)
             observed = await self.observe(workflow_id)
             why = None
             if outcome.recovery.unexplained:
@@ -176,17 +176,18 @@ class Runner:
             seconds=round(time.monotonic() - started, 2),
         )
 
-    async def replay_pass(self, target: Target, tree: Tree) -> list[Replayed]:
+    async def replay_pass(self, tree: Tree) -> list[Replayed]:
         """The deploy test's replay pass (`_replay`): the old version's run without a crash,
         cut at each activity, replayed on the deployed version in a worker process of its own."""
         workers = self.session.workers
         source = workers.procs.log_dir / "replay.json"
         write_cuts(tree, source)
-        new = target.version(deployed=True)
+        new = self.session.target.version(deployed=True)
         queue = self._workflow_id("replay")
-        args = [*workers.args(target, new.factory, queue), "--replay", str(source)]
+        args = [*workers.args(new.factory, queue), "--replay", str(source)]
         deadline_s = self.session.deadline_s
-        code = await workers.procs.run("replay", args, deadline_s, new.tree, **target.env)
+        env = self.session.target.env
+        code = await workers.procs.run("replay", args, deadline_s, new.tree, **env)
         out = source.with_name(source.name + ".out")
         if code != 0 or not out.exists():
             raise CrashTestAborted(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -16,7 +16,7 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporal_crashtest._calls import call, result_of, seen
 from temporal_crashtest._errors import CellFailed
 from temporal_crashtest._history import RunHistory, with_likely_cause
-from temporal_crashtest._model import Drive, Target
+from temporal_crashtest._model import Drive, Target, Version
 from temporal_crashtest._polling import tree_histories
 from temporal_crashtest._workers import Workers
 
@@ -60,7 +60,7 @@ class Started:
 
 @dataclass(frozen=True, kw_only=True)
 class Session:
-    """What every run of one crash test shares."""
+    """What every run of one crash test shares: its target among them (`workers.target`)."""
 
     client: Client
     workers: Workers
@@ -68,12 +68,21 @@ class Session:
     deadline_s: float = DEFAULT_DEADLINE_S
     real_timeouts: bool = False  # False: fast-forward every recovery
 
+    @property
+    def target(self) -> Target:
+        return self.workers.target
+
+    def alone(self, version: Version) -> Session:
+        """The same, for a test of one version alone (`Target.alone`)."""
+        workers = replace(self.workers, target=self.target.alone(version))
+        return replace(self, workers=workers)
+
     async def start(
-        self, target: Target, workflow_id: str, queue: str, task_timeout: timedelta | None = None
+        self, workflow_id: str, queue: str, task_timeout: timedelta | None = None
     ) -> Started:
         handle = await self.client.start_workflow(
-            target.workflow,
-            target.input,
+            self.target.workflow,
+            self.target.input,
             id=workflow_id,
             task_queue=queue,
             task_timeout=task_timeout,

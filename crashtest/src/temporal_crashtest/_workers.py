@@ -31,9 +31,10 @@ class Worker:
 
 @dataclass(frozen=True, kw_only=True)
 class Workers:
-    """How this crash test starts its workers: on its server and namespace, with the observers'
-    settings (`env`) in every worker's environment."""
+    """How this crash test starts its workers: of its target, on its server and namespace, with
+    the observers' settings (`env`) in every worker's environment."""
 
+    target: Target
     procs: Processes
     address: str
     namespace: str
@@ -41,7 +42,6 @@ class Workers:
 
     async def start(
         self,
-        target: Target,
         name: str,
         task_queue: str,
         crash_at: CrashSite | None = None,
@@ -51,10 +51,10 @@ class Workers:
         task_timeout: timedelta | None = None,
         deployed: bool = False,
     ) -> Worker:
-        """A worker for the target, crashing at `crash_at` if given (`warm`: built, polling once
+        """A worker of the target, crashing at `crash_at` if given (`warm`: built, polling once
         it gets GO; `deployed`: of the version deployed, in a deploy test)."""
-        version = target.version(deployed)
-        args = self.args(target, version.factory, task_queue)
+        version = self.target.version(deployed)
+        args = self.args(version.factory, task_queue)
         if crash_at is not None:
             args += ["--crash-at", crash_at.to_text()]
         if workflow_id is not None:
@@ -65,7 +65,7 @@ class Workers:
             args += ["--warm"]
         status = WorkerStatus.listen(self.procs.log_dir / f"{name}.status")
         args += ["--status", str(status.path)]
-        env = {**target.env, **self.env, PARENT_PID_ENV: str(os.getpid())}
+        env = {**self.target.env, **self.env, PARENT_PID_ENV: str(os.getpid())}
         try:
             child = await self.procs.start_worker(name, args, version.tree, **env)
         except BaseException:
@@ -73,14 +73,14 @@ class Workers:
             raise
         return Worker(name, child, status)
 
-    def args(self, target: Target, factory: str, task_queue: str) -> list[str]:
+    def args(self, factory: str, task_queue: str) -> list[str]:
         """`python -m temporal_crashtest.worker`'s arguments for `factory` on `task_queue`."""
         args = ["-m", "temporal_crashtest.worker", "--worker", factory]
         args += ["--task-queue", task_queue]
         args += ["--address", self.address, "--namespace", self.namespace]
-        if target.data_converter:
-            args += ["--data-converter", target.data_converter]
-        for plugin in target.plugins:
+        if self.target.data_converter:
+            args += ["--data-converter", self.target.data_converter]
+        for plugin in self.target.plugins:
             args += ["--plugin", plugin]
         return args
 
