@@ -173,21 +173,24 @@ def racing(run: CrashtestRun, points: set[str]) -> set[str]:
 @dataclass(frozen=True)
 class BothWays:
     """Crash tests run twice, `--exact` (a run per point) and grouped (the default: several
-    points crashed in one run, split where the group differs); `exact[name]` carries each
-    point's own recovery."""
+    points crashed in one run, split where the group differs), or one of the two; `exact[name]`
+    carries each point's own recovery."""
 
     exact: dict[str, CrashtestRun]
     grouped: dict[str, CrashtestRun]
 
     def __getitem__(self, name: str) -> CrashtestRun:
-        return self.exact[name]
+        """The `--exact` run, else the grouped one (a test run one way only)."""
+        return self.exact[name] if name in self.exact else self.grouped[name]
 
     def assert_agree(self, *names: str) -> None:
         """The verdicts of `names` (all: none named) are the same point by point both ways, and
         the exit codes, but for a point one side failed in a race with a parallel sibling
-        (`racing`); a point only one side made must pass."""
+        (`racing`); a point only one side made must pass. A test run one way only agrees."""
         differ: dict[str, object] = {}
         for name in names or tuple(self.grouped):
+            if name not in self.exact or name not in self.grouped:
+                continue
             exact, grouped = self.exact[name], self.grouped[name]
             (code, by_exact), (grouped_code, by_grouped) = verdicts(exact), verdicts(grouped)
             points = {
@@ -225,18 +228,21 @@ def run_both_ways(
     timeout: float = 300,
     at_once: int | None = None,
     grouped_too: set[str] | None = None,
+    grouped_only: frozenset[str] = frozenset(),
 ) -> BothWays:
     """Each crash test `--exact` and grouped (`grouped_too`: only these grouped as well; None:
-    all), `at_once` at a time (see `crashtest_runs`)."""
-    grouped = set(runs) if grouped_too is None else grouped_too
+    all; `grouped_only`: these grouped and not `--exact`), `at_once` at a time (see
+    `crashtest_runs`)."""
+    grouped = set(runs) if grouped_too is None else grouped_too | grouped_only
     both: dict[str, tuple[list[str], dict[str, str]]] = {}
     for name, (args, extra) in runs.items():
-        both[name] = ([*args, "--exact"], extra)
+        if name not in grouped_only:
+            both[name] = ([*args, "--exact"], extra)
         if name in grouped:
             both[name + GROUPED] = (args, extra)
     results = crashtest_runs(both, env, out, timeout, at_once)
     return BothWays(
-        exact={name: results[name] for name in runs},
+        exact={name: results[name] for name in runs if name not in grouped_only},
         grouped={name: results[name + GROUPED] for name in runs if name in grouped},
     )
 
@@ -247,10 +253,11 @@ def crashtest_both_ways(
     out: Path,
     timeout: float = 300,
     at_once: int | None = None,
+    grouped_too: set[str] | None = None,
 ) -> dict[str, CrashtestRun]:
     """`run_both_ways`, whose verdicts must agree (`BothWays.assert_agree`) and which cleared
     some point in a group. Returns the `--exact` runs."""
-    both = run_both_ways(runs, env, out, timeout, at_once)
+    both = run_both_ways(runs, env, out, timeout, at_once, grouped_too)
     both.assert_agree()
     both.assert_some_point_cleared_in_a_group()
     return both.exact

@@ -29,6 +29,8 @@ def test_grocery_agent_with_and_without_keys(
 ) -> None:
     env = child_env(db_url, TEMPORAL_ADDRESS=temporal_address)
     unkeyed = {"KEY_STRATEGY": "none"}
+    # Waiting out real timeouts is compared with the fast-forward --exact only: grouped, its
+    # kills wait in turn (the grouped runs of the other two show that grouping agrees).
     results = crashtest_both_ways(
         {
             "keys": (GROCERY, {}),
@@ -37,6 +39,7 @@ def test_grocery_agent_with_and_without_keys(
         },
         env,
         tmp_path,
+        grouped_too={"keys", "none"},
     )
     done, report = results["keys"]
     assert done.returncode == 0, done.stdout + done.stderr
@@ -110,6 +113,7 @@ def test_payments_unkeyed_charges_are_caught_at_exactly_the_charges(
     once; the unkeyed one three times."""
     env = child_env(db_url, TEMPORAL_ADDRESS=temporal_address)
     twice = ["--points", "after-effect:charge#2*2"]
+    # One point, `*2`: a group of one is the --exact run; only the others run both ways.
     results = crashtest_both_ways(
         {
             "keyed": (payments("keyed_worker"), {}),
@@ -119,6 +123,7 @@ def test_payments_unkeyed_charges_are_caught_at_exactly_the_charges(
         },
         env,
         tmp_path,
+        grouped_too={"keyed", "unkeyed"},
     )
     done, report = results["keyed"]
     assert done.returncode == 0, done.stdout + done.stderr
