@@ -115,3 +115,5 @@ def test_a_kind_in_the_row_observes_and_has_its_half_in_the_worker(
     }
     alone = given.observers_for(None, (LedgerObserver("orders"),), tmp_path, 5.0)
     assert asyncio.run(alone.state("wf-2")) == []
+    with pytest.raises(InputError, match="observers given twice: ledger"):
+        given.observers_for(None, (LedgerObserver("a"), LedgerObserver("b")), tmp_path, 5.0)

@@ -33,10 +33,16 @@ def observers_for(
     deadline_s: float,
 ) -> Observers:
     """The observers a crash test was given: the user's function, the others' settings, or
-    both (InputError: neither)."""
+    both (InputError: neither, or one kind twice)."""
     check_given(observe, settings)
     members: list[Observer] = [] if observe is None else [UsersView(observe, deadline_s)]
     members += [given.observer(log_dir, deadline_s) for given in settings]
+    names = [member.name for member in members]
+    if twice := sorted({name for name in names if names.count(name) > 1}):
+        raise InputError(
+            f"observers given twice: {', '.join(twice)} (each kind once: `http=` is the same as "
+            "an HttpObserver among `observers`)"
+        )
     return Observers(tuple(members))
 
 
