@@ -158,15 +158,21 @@ def verdicts(run: CrashtestRun) -> tuple[int, dict[str, bool]]:
     return done.returncode, {c["crash_at"]: c["matches"] for c in report.get("cells", [])}
 
 
+HELD_RETURNED = "more it held (returned, not yet reported"  # a fast-forward's line (_fastforward)
+
+
 def racing(run: CrashtestRun, points: set[str]) -> set[str]:
-    """Of `points`, those this run failed with a parallel sibling in flight at the kill: whether
-    the sibling had made its (unkeyed) effect when the worker died is a race, in production as
-    in any two runs of either mode."""
+    """Of `points`, those this run failed with a parallel sibling the dead worker held: in
+    flight at the kill, or returned with its completion not yet reported (the fast-forward
+    says so). Whether the sibling had made its (unkeyed) effect when the worker died is a race,
+    in production as in any two runs of either mode."""
     _, report = run
     return {
         c["crash_at"]
         for c in report.get("cells", [])
-        if c["crash_at"] in points and not c["matches"] and c["in_flight"]
+        if c["crash_at"] in points
+        and not c["matches"]
+        and (c["in_flight"] or any(HELD_RETURNED in f for f in c.get("fast_forward", [])))
     }
 
 

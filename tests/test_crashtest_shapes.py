@@ -365,7 +365,12 @@ def test_parallel_activities_without_heartbeats(shapes: BothWays) -> None:
     assert len(report["cells"]) == 6
     done, report = shapes["parallel-slow-unkeyed"]
     assert done.returncode == 1, done.stdout + done.stderr
-    assert failing(report) == {"after-effect:1", "after-effect:2", "after-effect:3"}
+    # A kill after a charge's checkpoint can find a sibling returned, its completion unsent (a
+    # loaded machine; seen beside a CPU hog): held by the dead worker, it runs again, and the
+    # unkeyed charge repeats, as it would in production. Only then may a checkpoint fail.
+    checkpoints = {f"after-checkpoint:{n}" for n in (1, 2, 3)}
+    siblings = racing(shapes["parallel-slow-unkeyed"], checkpoints)
+    assert failing(report) == {"after-effect:1", "after-effect:2", "after-effect:3"} | siblings
 
 
 def test_a_kill_inside_the_workflow_task(shapes: BothWays) -> None:
