@@ -84,9 +84,14 @@ def labels(run: CrashtestRun) -> list[str]:
 GROUPED_TOO = {"pydantic-ai-keyed", "pydantic-ai-unkeyed", "langgraph-keyed", "langgraph-unkeyed"}
 
 
+# Four at a time failed a Google ADK reference run beside two busy loops: its workflow task ran
+# over the SDK's 2 s deadlock detector on every attempt (a clean-clone check of this suite).
+FRAMEWORKS_AT_ONCE = 2
+
+
 @pytest.fixture(scope="module")
 def frameworks(temporal_address: str, tmp_path_factory: pytest.TempPathFactory) -> BothWays:
-    """Every framework's crash tests --exact, and GROUPED_TOO grouped as well (17), four at a
+    """Every framework's crash tests --exact, and GROUPED_TOO grouped as well (17), two at a
     time, the next as one ends: the frameworks' workflow code is heavy on CPU (a Deep Agent's
     graph is built in its workflow task), and 2 cores running every run at once fail workflow
     tasks in the SDK's 2 s deadlock detector, as no production worker would. Run once for the
@@ -94,7 +99,7 @@ def frameworks(temporal_address: str, tmp_path_factory: pytest.TempPathFactory) 
     env = child_env(prepare_database(ensure_database_url()), TEMPORAL_ADDRESS=temporal_address)
     runs: dict[str, tuple[list[str], dict[str, str]]] = {n: (a, {}) for n, a in RUNS.items()}
     out = tmp_path_factory.mktemp("frameworks")
-    return run_both_ways(runs, env, out, at_once=4, grouped_too=GROUPED_TOO)
+    return run_both_ways(runs, env, out, at_once=FRAMEWORKS_AT_ONCE, grouped_too=GROUPED_TOO)
 
 
 # Each framework's activities: its model's, then the two tools, the model asked for together;
