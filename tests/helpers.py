@@ -245,12 +245,21 @@ def run_both_ways(
         if name not in grouped_only:
             both[name] = ([*args, "--exact"], extra)
         if name in grouped:
-            both[name + GROUPED] = (args, extra)
+            both[name + GROUPED] = (_logs_apart(args), extra)
     results = crashtest_runs(both, env, out, timeout, at_once)
     return BothWays(
         exact={name: results[name] for name in runs if name not in grouped_only},
         grouped={name: results[name + GROUPED] for name in runs if name in grouped},
     )
+
+
+def _logs_apart(args: list[str]) -> list[str]:
+    """A grouped run's arguments: its workers' logs (`--logs`) beside the --exact run's, not in
+    the same folder (the two run at once)."""
+    if "--logs" not in args:
+        return args
+    at = args.index("--logs") + 1
+    return [*args[:at], args[at] + "-grouped", *args[at + 1 :]]
 
 
 def crashtest_both_ways(

@@ -3,19 +3,31 @@ client plugins (`--plugin`): a pydantic-ai agent, an OpenAI Agents SDK agent, a 
 Deep Agent, a Google ADK agent and a LangGraph graph, each placing an
 order and sending a message with tools the model asks for together (run as parallel
 activities). Unkeyed tools are caught at exactly the tool-call cells, keyed ones are clean, and a
-crash after a model activity returned pays for the model call again in both."""
+crash after a model activity returned pays for the model call again in both.
+
+Two of them also send their effects to a local HTTP service, and are crash-tested with
+crashtest's HTTP observer (`--http`) beside the hand-written one: the same verdicts point by
+point, and a secret planted in a header and in the query string found in no output. (The
+recorder, library by library, is tested in crashtest/tests/test_http.py.)"""
 
 from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from infra.db import ensure_database_url
+from tests.effects_service import EffectsService, effects_service
 from tests.helpers import (
     BothWays,
     CrashtestRun,
     child_env,
     failing,
     prepare_database,
+    racing,
     run_both_ways,
     untested_but_the_end,
 )
@@ -89,23 +101,65 @@ GROUPED_TOO = {"pydantic-ai-keyed", "pydantic-ai-unkeyed", "langgraph-keyed", "l
 FRAMEWORKS_AT_ONCE = 2
 
 
+# The crash tests run with the HTTP observer as well: the agents' tools and model calls also go
+# to the local HTTP service, with a bearer token and a key in the query string planted. The
+# keyed one counts the model calls by hand too: its tools are clean, its model calls paid again.
+HTTP_COMPARED = ("pydantic-ai-unkeyed", "openai-agents-unkeyed", "openai-agents-keyed")
+CALLS_COUNTED = {"openai-agents-keyed"}  # the keyed runs that count the model calls
+HEADER_SECRET = "sk-planted-header-secret-4242"
+QUERY_SECRET = "planted-query-secret-4242"
+HTTP_LOG = "http-requests.jsonl"  # where the README says the records are, in --logs
+
+
 @pytest.fixture(scope="module")
-def frameworks(temporal_address: str, tmp_path_factory: pytest.TempPathFactory) -> BothWays:
+def service() -> Iterator[EffectsService]:
+    with effects_service() as running:
+        yield running
+
+
+def with_http(
+    runs: dict[str, tuple[list[str], dict[str, str]]], service: EffectsService, out: Path
+) -> None:
+    """HTTP_COMPARED's runs observed by the HTTP observer too: the tools' requests (a keyed one
+    counted once however often sent) and the model calls, paid calls (counted by hand too)."""
+    for variant in HTTP_COMPARED:
+        args, _ = runs[variant]
+        calls = MODEL_CALLS if variant in CALLS_COUNTED else []
+        http = ["--http", service.netloc, "--http-paid", f"{service.netloc}/v1/"]
+        logs = ["--logs", str(out / f"{variant}-logs")]
+        sends = {
+            "EFFECTS_URL": f"http://{service.netloc}/?api_key={QUERY_SECRET}",
+            "EFFECTS_TOKEN": HEADER_SECRET,
+        }
+        runs[variant] = ([*args, *calls, *http, *logs], sends)
+
+
+@pytest.fixture(scope="module")
+def frameworks(
+    temporal_address: str, service: EffectsService, tmp_path_factory: pytest.TempPathFactory
+) -> BothWays:
     """Every framework's crash tests --exact, and GROUPED_TOO grouped as well (17), two at a
     time, the next as one ends: the frameworks' workflow code is heavy on CPU (a Deep Agent's
     graph is built in its workflow task), and 2 cores running every run at once fail workflow
-    tasks in the SDK's 2 s deadlock detector, as no production worker would. Run once for the
-    tests below."""
+    tasks in the SDK's 2 s deadlock detector, as no production worker would. HTTP_COMPARED's
+    with the HTTP observer too. Run once for the tests below."""
     env = child_env(prepare_database(ensure_database_url()), TEMPORAL_ADDRESS=temporal_address)
     runs: dict[str, tuple[list[str], dict[str, str]]] = {n: (a, {}) for n, a in RUNS.items()}
     out = tmp_path_factory.mktemp("frameworks")
+    with_http(runs, service, out)
     return run_both_ways(runs, env, out, at_once=FRAMEWORKS_AT_ONCE, grouped_too=GROUPED_TOO)
+
+
+def hand_written(state: Any) -> Any:
+    """The hand-written observer's view in a state (the HTTP observer's beside it, or alone)."""
+    return state["observe"] if isinstance(state, dict) and "http" in state else state
 
 
 # Each framework's activities: its model's, then the two tools, the model asked for together;
 # the second model call named by what is new in its input (the tools' results; the OpenAI Agents
 # SDK's, the tool call's arguments), the first by nothing (its input is in every later call).
 TOOL_RESULTS = " (2 x milk ordered ordere…)"
+MODEL_POINTS = {"after-effect:1", "after-effect:4"}  # after each model activity returned
 ACTIVITIES = {
     "pydantic-ai": ("agent__keyed_grocer__model_request",
                     "agent__keyed_grocer__toolset__<agent>__call_tool#1 (place_order milk)",
@@ -127,10 +181,13 @@ def test_keyed_tools_are_clean_and_unkeyed_ones_caught(
         frameworks.assert_agree(*grouped)
     model, order, tell, second = ACTIVITIES[framework]
     done, report = frameworks[f"{framework}-keyed"]
-    assert done.returncode == 0, done.stdout + done.stderr
+    calls_counted = f"{framework}-keyed" in CALLS_COUNTED
+    assert done.returncode == calls_counted, done.stdout + done.stderr
     expected = [f"{model}#1", order, tell, f"{model}#2{second}"]
     assert labels(frameworks[f"{framework}-keyed"]) == expected
-    assert report["reference"] == TOOLS and not failing(report)
+    assert hand_written(report["reference"])["effects"] == TOOLS["effects"]
+    # The tools are clean; a model call is paid again after its activity returned, keyed or not.
+    assert failing(report) == (MODEL_POINTS if calls_counted else set())
     assert untested_but_the_end(report) == []
 
     done, report = frameworks[f"{framework}-unkeyed"]
@@ -145,7 +202,7 @@ def test_keyed_tools_are_clean_and_unkeyed_ones_caught(
     assert calls <= tools
     assert all(p.startswith("after-checkpoint:") for p in tools - calls)
     model_calls = {p for p, d in diffs.items() if "model_calls: 2 → 3" in d}
-    assert model_calls == {"after-effect:1", "after-effect:4"}
+    assert model_calls == MODEL_POINTS
 
 
 def test_langgraph_tools_in_one_activity(frameworks: BothWays) -> None:
@@ -167,3 +224,46 @@ def test_langgraph_tools_in_one_activity(frameworks: BothWays) -> None:
     done, report = frameworks["langgraph-unkeyed"]
     assert done.returncode == 1, done.stdout + done.stderr
     assert failing(report) == {"after-effect:2"}  # the tools node: both tools again
+
+
+def each_view(run: CrashtestRun, name: str) -> dict[str, bool]:
+    """At each crash point, whether observer `name`'s view of the run's end is its view of the
+    run without a crash (the state of several observers holds each one's view by name)."""
+    _, report = run
+    reference = report["reference"][name]
+    return {
+        c["crash_at"]: isinstance(c["observed"], dict) and c["observed"].get(name) == reference
+        for c in report["cells"]
+    }
+
+
+def test_the_http_observer_gives_the_hand_written_verdicts(
+    frameworks: BothWays, service: EffectsService
+) -> None:
+    """At each point of HTTP_COMPARED's crash tests, the HTTP requests' view and the hand-written
+    observer's differ from their reference views alike (but for a point failed in a race with a
+    parallel sibling); and neither planted secret is in any output, report or record."""
+    assert service.received["POST /effects"] and service.received["POST /v1/chat/completions"]
+    table = {}
+    for variant in HTTP_COMPARED:
+        run = frameworks.exact[variant]
+        by_http, by_observer = each_view(run, "http"), each_view(run, "observe")
+        table[variant] = {"http": by_http, "observe": by_observer}
+        assert by_http and by_http.keys() == by_observer.keys(), run[0].stderr
+        differ = {p for p in by_http if by_http[p] != by_observer[p]}
+        assert not differ - racing(run, differ), table[variant]
+        # Some points are caught (the model calls, and the unkeyed tools), and some not.
+        assert any(by_http.values()) and not all(by_http.values()), table[variant]
+    print(json.dumps(table, indent=1))
+
+    runs = {**frameworks.exact, **{f"{n}-grouped": r for n, r in frameworks.grouped.items()}}
+    for variant, (done, report) in runs.items():
+        if variant.removesuffix("-grouped") not in HTTP_COMPARED:
+            continue
+        texts = [done.stdout, done.stderr, json.dumps(report)]
+        args = list(done.args)
+        log = Path(args[args.index("--logs") + 1]) / HTTP_LOG
+        assert log.exists(), variant
+        texts.append(log.read_text())
+        for text in texts:
+            assert HEADER_SECRET not in text and QUERY_SECRET not in text, variant
