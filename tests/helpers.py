@@ -245,7 +245,7 @@ def run_both_ways(
         if name not in grouped_only:
             both[name] = ([*args, "--exact"], extra)
         if name in grouped:
-            both[name + GROUPED] = (_logs_apart(args), extra)
+            both[name + GROUPED] = (_outputs_apart(args), extra)
     results = crashtest_runs(both, env, out, timeout, at_once)
     return BothWays(
         exact={name: results[name] for name in runs if name not in grouped_only},
@@ -253,13 +253,19 @@ def run_both_ways(
     )
 
 
-def _logs_apart(args: list[str]) -> list[str]:
-    """A grouped run's arguments: its workers' logs (`--logs`) beside the --exact run's, not in
-    the same folder (the two run at once)."""
-    if "--logs" not in args:
-        return args
-    at = args.index("--logs") + 1
-    return [*args[:at], args[at] + "-grouped", *args[at + 1 :]]
+OUTPUT_FLAGS = ("--logs", "--junit-xml")  # a crash test's outputs, each named by a path
+
+
+def _outputs_apart(args: list[str]) -> list[str]:
+    """A grouped run's arguments: its outputs (OUTPUT_FLAGS) beside the --exact run's, named
+    `-grouped`, not in the same place (the two run at once)."""
+    args = list(args)
+    for flag in OUTPUT_FLAGS:
+        if flag in args:
+            at = args.index(flag) + 1
+            path = Path(args[at])
+            args[at] = str(path.with_name(f"{path.stem}-grouped{path.suffix}"))
+    return args
 
 
 def crashtest_both_ways(
