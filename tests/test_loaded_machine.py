@@ -2,8 +2,9 @@
 CPU (4 per core, each ending by itself within LOAD_FOR_S), and every verdict must be the one a
 quiet run gives (the failing points asserted here are those the quiet runs of the shape and agent
 tests find). CI machines are shared and noisy: a crash test that answers otherwise there is
-wrong. Marked `loaded`: `make test` runs it alone, after the rest of the suite, so that the load it
-makes is the load it means."""
+wrong. The grocery agent's grouped crash tests run here only: tests/test_crashtest.py runs them
+--exact, and asserts the same failing points. Marked `loaded`: `make test` runs it alone, after
+the rest of the suite, so that the load it makes is the load it means."""
 
 from __future__ import annotations
 
