@@ -13,9 +13,9 @@ from tests.helpers import (
     assert_one_line_error,
     child_env,
     crashtest_both_ways,
+    crashtest_runs,
     failing,
     payments,
-    run_both_ways,
     run_python,
     untested_but_the_end,
 )
@@ -33,16 +33,16 @@ def test_grocery_agent_with_and_without_keys(
     # --exact: each point's own recovery. That grouped runs (the default) give the same
     # verdicts, keyed and not, is the loaded tier's to show (tests/test_loaded_machine.py runs
     # both grouped beside busy processes, and asserts the failing points asserted here).
-    results = run_both_ways(
+    exact = [*GROCERY, "--exact"]
+    results = crashtest_runs(
         {
-            "keys": (GROCERY, {}),
-            "none": (GROCERY, unkeyed),
-            "none-real": ([*GROCERY, "--real-timeouts"], unkeyed),
+            "keys": (exact, {}),
+            "none": (exact, unkeyed),
+            "none-real": ([*exact, "--real-timeouts"], unkeyed),
         },
         env,
         tmp_path,
-        grouped_too=set(),
-    ).exact
+    )
     done, report = results["keys"]
     assert done.returncode == 0, done.stdout + done.stderr
     assert report["workflow"] == "GroceryAgentWorkflow"
