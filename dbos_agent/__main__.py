@@ -46,7 +46,7 @@ from dbos_agent.agent import (
     use,
 )
 from dbos_agent.executors import HeldExecutor, hold_executor
-from dbos_agent.outages import count_missing_socket_as_outage
+from dbos_agent.outages import count_missing_socket_as_outage, through_outage
 from infra.cli import run_main, visible
 from infra.config import env_number
 from infra.db import connect_postgres, ensure_database_url, ensure_schema, open_pool
@@ -242,7 +242,12 @@ async def serve(args: argparse.Namespace) -> int:
             use(deps)
             launch(url, held, args.schema, one_run=False)
             try:
-                await DBOS.register_queue_async(QUEUE_NAME, worker_concurrency=QUEUE_CONCURRENCY)
+                await through_outage(
+                    lambda: DBOS.register_queue_async(
+                        QUEUE_NAME, worker_concurrency=QUEUE_CONCURRENCY
+                    ),
+                    f"cannot register the queue {QUEUE_NAME!r}",
+                )
                 print(f"{READY_LINE}: executor {held.executor_id}", flush=True)
                 stopped = asyncio.ensure_future(stop.wait())
                 watching = asyncio.ensure_future(

@@ -26,8 +26,9 @@ from psycopg.conninfo import conninfo_to_dict
 from crashlab.servers import LabPostgres
 from dbos_agent.__main__ import READY_LINE, database_url
 from dbos_agent.agent import QUEUE_NAME, WORKFLOW_NAME, DBOSRequest, KeyDesign
-from dbos_agent.outages import count_missing_socket_as_outage
+from dbos_agent.outages import count_missing_socket_as_outage, through_outage
 from infra.embedded_postgres import postmaster_pid
+from infra.errors import DatabaseUnavailable
 from tests.helpers import (
     ROOT,
     assert_one_line_error,
@@ -218,6 +219,46 @@ def test_dbos_waits_for_a_socket_that_is_away(db_url: str, tmp_path: Path) -> No
         back.cancel()
         engine.dispose()
     assert attempts > 1
+
+
+async def test_a_call_dbos_does_not_retry_waits_out_an_outage(db_url: str) -> None:
+    """Registering the queue (a DBOS call with no retry of its own) on a connection Postgres
+    ended, as a restart does: `through_outage` calls it again, where the bare call raised (a
+    `serve` started during a restart died of it); an outage that outlasts its wait is one line,
+    without the password."""
+    url = sqlalchemy.engine.make_url(database_url(db_url)).set(drivername="postgresql+psycopg")
+    engine = sqlalchemy.create_engine(url)
+    with engine.connect() as conn:  # the pool keeps it: the next call gets it, ended
+        pid = conn.execute(sqlalchemy.text("select pg_backend_pid()")).scalar_one()
+    attempts = 0
+
+    async def register() -> int:
+        nonlocal attempts
+        attempts += 1
+        with engine.connect() as conn:
+            return int(conn.execute(sqlalchemy.text("select 1")).scalar_one())
+
+    try:
+        async with await psycopg.AsyncConnection.connect(db_url, autocommit=True) as admin:
+            await admin.execute("select pg_terminate_backend(%s)", (pid,))
+        assert await through_outage(register, "cannot register") == 1
+        assert attempts == 2  # the first met the ended connection
+    finally:
+        engine.dispose()
+    away = sqlalchemy.create_engine(url.update_query_dict({"host": "/nonexistent-socket-dir"}))
+
+    async def never() -> int:
+        with away.connect() as conn:
+            return int(conn.execute(sqlalchemy.text("select 1")).scalar_one())
+
+    with pytest.raises(DatabaseUnavailable) as raised:
+        await through_outage(never, "cannot register the queue", wait_s=1.0)
+    text = str(raised.value)
+    assert text.startswith("cannot register the queue: Postgres was away for 1 s: ")
+    assert "\n" not in text
+    password = url.password
+    assert not password or password not in text
+    away.dispose()
 
 
 def test_a_model_that_does_not_always_answer_is_retried(fresh_db_url: str) -> None:
