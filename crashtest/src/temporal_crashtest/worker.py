@@ -181,6 +181,13 @@ def checked_workers(built: object, args: argparse.Namespace, client: object) -> 
                 f'from the one given ({args.task_queue!r}), e.g. f"{{task_queue}}-notify", so '
                 "that crash tests running at once never share it"
             )
+    given = next(w for w in checked if w.task_queue == args.task_queue)
+    if not given.config().get("workflows"):
+        raise InputError(
+            f"{what} built a worker for task queue {args.task_queue!r} that registers no "
+            "workflow: the workflow under test starts there, so nothing would ever run it "
+            "(pass it in the Worker's workflows=[...])"
+        )
     if any(w.client is not client for w in checked):
         raise InputError(
             f"{what} built its worker on another client; it must use the client it is given "
