@@ -117,14 +117,14 @@ def test_a_stuck_workflow_task_ends_the_cell_at_once(
     app_env: dict[str, str], tmp_path: Path
 ) -> None:
     """Temporal waits for a worker, or retries a failing workflow task, forever; crashtest says
-    why at once, or in seconds, instead of waiting out its deadline."""
+    why at once instead of waiting out its deadline."""
     args = ["--workflow", "replays:ReplaysDifferently", "--input", json.dumps(str(tmp_path)),
             "--observe", "replays:observe"]  # fmt: skip
     # A worker with no workflows would never poll for them: said before the reference run.
     done = crashtest(["--worker", "replays:build_without_it", *args], app_env, tmp_path, 60)
     assert done.returncode == 2, done.stderr
     assert "that registers no workflow: the workflow under test starts there" in last_line(done)
-    # A child on a task queue no worker polls: said once the grace for a slow poll is past.
+    # A child on a task queue the worker does not poll, nor any other: said at once.
     unserved = ["--worker", "unserved_child:build", "--workflow",
                 "unserved_child:StartsAnUnservedChild", "--input", '""',
                 "--observe", "unserved_child:observe"]  # fmt: skip

@@ -156,14 +156,16 @@ async def progress_of(
     ready_for_s: float | None,
     reported: Mapping[str, tuple[float, str]] | None = None,
     build_id: str | None = None,
+    queues: frozenset[str] = frozenset(),
 ) -> Progress:
     """Whether the run cannot go on: a workflow task that keeps failing (Temporal retries it
     forever: a worker without the workflow, code that replays differently), an activity failing
     on every attempt, a workflow task nobody takes from a queue no worker polls although the
     worker said it is ready `ready_for_s` ago (None: it has not), or a run pinned to a version
-    of a Worker Deployment other than the live worker's (`build_id`: the only worker left).
-    Or whether it sits idle. `reported`: the latest workflow task failure per run id, as the
-    worker told it (when, and why: a failure after a task's timeout is in no history)."""
+    of a Worker Deployment other than the live worker's (`build_id`: the only worker left;
+    `queues`: the task queues it polls). Or whether it sits idle. `reported`: the latest
+    workflow task failure per run id, as the worker told it (when, and why: a failure after a
+    task's timeout is in no history)."""
     idle = True
     started: list[tuple[str, str, PendingActivityInfo]] = []
     events = 0
@@ -190,7 +192,7 @@ async def progress_of(
                     f"activity {a.activity_type.name}{what} cannot run on this worker "
                     f"(attempt {a.attempt}): {first}"
                 )
-        if (unpolled := await _unpolled(client, run, ready_for_s)) is not None:
+        if (unpolled := await _unpolled(client, run, ready_for_s, queues)) is not None:
             return unpolled
         if ready_for_s is not None and (pinned := _pinned_elsewhere(run, build_id)):
             return Stuck(pinned)
@@ -246,19 +248,24 @@ DEADLOCK_CAUSE = (
 )
 
 
-async def _unpolled(client: Client, run: OpenRun, ready_for_s: float | None) -> Stuck | None:
-    """Stuck if the run's workflow task has waited past the grace on a queue no worker polls,
-    although the worker said it is ready `ready_for_s` ago (None: it has not)."""
+async def _unpolled(
+    client: Client, run: OpenRun, ready_for_s: float | None, queues: frozenset[str]
+) -> Stuck | None:
+    """Stuck if the run's workflow task waits on a queue no worker polls, although the worker
+    said it is ready `ready_for_s` ago (None: it has not): at once for a queue it does not poll
+    (not among `queues`: a child sent elsewhere), after the grace for one it says it polls (its
+    first poll may reach the server late)."""
     pending = run.description.raw_description.pending_workflow_task
     waiting = datetime.now(UTC) - pending.scheduled_time.ToDatetime(tzinfo=UTC)
+    queue = run.description.task_queue
+    grace = NO_POLLER_GRACE_S if queue in queues or not queues else 0.0
     if not (
         ready_for_s is not None
-        and ready_for_s > NO_POLLER_GRACE_S
+        and ready_for_s > grace
         and pending.state == PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED
-        and waiting.total_seconds() > NO_POLLER_GRACE_S
+        and waiting.total_seconds() > grace
     ):
         return None
-    queue = run.description.task_queue
     pollers = await client.workflow_service.describe_task_queue(
         DescribeTaskQueueRequest(
             namespace=client.namespace,

@@ -112,7 +112,12 @@ async def _look(
     ready_for_s = None if watch.ready_at is None else time.monotonic() - watch.ready_at
     facts = worker.status.facts
     progress = await progress_of(
-        session.client, run.handle, ready_for_s, worker.status.task_failures, facts.get("build_id")
+        session.client,
+        run.handle,
+        ready_for_s,
+        worker.status.task_failures,
+        facts.get("build_id"),
+        frozenset(facts.get("task_queues", [])),
     )
     if isinstance(progress, Stuck):
         raise CellFailed(progress.why)
