@@ -5,6 +5,7 @@ crash-test cells of the notes app (`record_histories.py` made them), fast-forwar
 from __future__ import annotations
 
 import json
+from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
@@ -141,6 +142,25 @@ def test_an_attempt_no_kill_ended_is_unexplained(name: str) -> None:
     assert unexplained_activity_attempts([run], []) == 1
     before = scheduled[0] - timedelta(seconds=1)  # a kill before it was scheduled ends nothing
     assert unexplained_activity_attempts([run], [before]) == 1
+
+
+def test_a_fast_forwarded_kill_explains_only_the_attempts_its_worker_held() -> None:
+    """Fast-forwarded, each kill says which activities' attempts its worker held (and ended at
+    once): write_note#1's retry is explained by a kill that held it, and by nothing else, even
+    a kill between its scheduling and its retry's start. (Seen on a loaded machine: parallel
+    charges whose first attempts timed out on the live worker, late heartbeats, waited out
+    their retry's backoff when a kill came; the kill held none of them, yet explained both, and
+    the cell's repeated charges were reported as the crash's.)"""
+    run, _ = saved("notes-fast-after-effect-1")
+    scheduled = [e for e in run.history.events
+                 if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]  # fmt: skip
+    first = (run.run_id, scheduled[0].activity_task_scheduled_event_attributes.activity_id)
+    second = (run.run_id, scheduled[1].activity_task_scheduled_event_attributes.activity_id)
+    kill = scheduled[0].event_time.ToDatetime() + timedelta(milliseconds=100)
+    assert unexplained_activity_attempts([run], [kill], ended=Counter([first])) == 0
+    assert unexplained_activity_attempts([run], [kill], ended=Counter()) == 1
+    assert unexplained_activity_attempts([run], [kill], ended=Counter([second])) == 1
+    assert unexplained_activity_attempts([run], [kill]) == 0  # with real timeouts: the window
 
 
 def test_attempts_the_run_without_a_crash_took_are_by_design() -> None:

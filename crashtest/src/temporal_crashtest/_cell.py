@@ -20,7 +20,7 @@ from temporalio.client import WorkflowHandle
 
 from temporal_crashtest._errors import CellFailed
 from temporal_crashtest._fastforward import SHORT_TASK_TIMEOUT
-from temporal_crashtest._history import read_tree, with_likely_cause
+from temporal_crashtest._history import ActivityOf, read_tree, with_likely_cause
 from temporal_crashtest._model import CellPoint, Reference
 from temporal_crashtest._polling import DEADLOCK
 from temporal_crashtest._recovery import Kill, Recovery, after_the_kill, read_waits, task_timeout
@@ -117,10 +117,12 @@ async def crashed_run(
     workflow task; `reference`: its labels name the recovery's waits, its task timeouts are
     production's."""
     this = _CrashedRun(session, stages, workflow_id)
-    short = task_timeout(stages, reference, shorten and not session.real_timeouts)
+    fast = not session.real_timeouts
+    short = task_timeout(stages, reference, shorten and fast)
     run: Started | None = None
     kills: list[Kill] = []
     lost: list[str] = []
+    lost_ended: list[ActivityOf] = []
     served: set[str] = set()
     try:
         current = await this.worker(0, short, warm=False)
@@ -130,9 +132,9 @@ async def crashed_run(
             waited = await until_one_ends(session, run, current, this.deadline, _ids(kills))
             served |= waited.served
             lost += waited.fast_forward
+            lost_ended += waited.ended
             if not this.killed(point, stage, current, run):
                 break  # a repeat: the recovery did not pass the point again (its answer)
-            fast = not session.real_timeouts
             kills.append(await after_the_kill(session.client, run.handle, current, point, fast))
             await asyncio.sleep(session.target.resume_after_s)  # e.g. past an idempotency key's TTL
             assert successor is not None
@@ -143,6 +145,7 @@ async def crashed_run(
         waited = await until_one_ends(session, run, current, this.deadline, _ids(kills))
         served |= waited.served
         lost += waited.fast_forward
+        lost_ended += waited.ended
         end, ended_at = _end(session, run, current), time.monotonic()
     except CellFailed as err:
         err.partial = _so_far(workflow_id, run, kills, lost)
@@ -156,7 +159,7 @@ async def crashed_run(
         return outcome
     tree = read_tree(await session.histories(run.handle), outcome.served)
     one = stages[0] if len(set(stages)) == 1 else None  # a group: no one point's
-    recovery = read_waits(tree, kills, one, reference, short, not session.real_timeouts)
+    recovery = read_waits(tree, kills, one, reference, short, fast, lost_ended)
     return replace(outcome, recovery_s=ended_at - kills[0].seen_at, recovery=recovery)
 
 

@@ -52,6 +52,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 
 from temporal_crashtest._attempt_end import pending_end
+from temporal_crashtest._history import ActivityOf
 from temporal_crashtest._interceptor import WORKER_KILLED, Attempt
 from temporal_crashtest._polling import OpenRun, open_runs
 
@@ -66,10 +67,11 @@ IDENTITY = "temporal-crashtest"
 @dataclass(frozen=True)
 class FastForward:
     """What a fast-forward did (for the report), and the activities it found the dead worker
-    held besides those its interceptor knew of (their types)."""
+    held besides those its interceptor knew of (their types, and which they are)."""
 
     done: list[str]
     also_held: list[str]
+    held: frozenset[ActivityOf] = frozenset()
 
 
 _Where = tuple[str, str, str]  # workflow id, run id, activity id
@@ -103,7 +105,8 @@ async def fast_forward(
     ends = await asyncio.gather(*(_end(client, a, details, failure) for a in attempts))
     held = await asyncio.gather(*(end_held(client, *p, why) for p in others))
     also = [p[2].activity_type.name for p, ok in zip(others, held, strict=True) if ok]
-    return FastForward(_what_was_done(len(runs), attempts, ends, also), also)
+    found = frozenset((run_id, pending.activity_id) for _, run_id, pending in others)
+    return FastForward(_what_was_done(len(runs), attempts, ends, also), also, found)
 
 
 async def _off_sticky(client: Client, run: OpenRun) -> None:

@@ -774,19 +774,26 @@ def activity_attempts(runs: list[RunHistory]) -> dict[tuple[str, str], int]:
     return found
 
 
+ActivityOf = tuple[str, str]  # an activity of the tree: its run's id, its activity id
+
+
 def unexplained_activity_attempts(
     runs: list[RunHistory],
     kills: list[datetime],
     by_design: dict[tuple[str, str], int] | None = None,
+    ended: Counter[ActivityOf] | None = None,
 ) -> int:
     """How many activity attempts ended that no kill can have ended: an activity's recorded
     attempt A had A - 1 attempts end before it; the run without a crash took `by_design` of
-    them (`activity_attempts` of the reference: a poll by retry fails on purpose), and each kill
-    (`kills`, UTC, when the runner saw the worker die) after the activity was scheduled and
-    before its last attempt started may have ended one more (the worker held it, or had been
-    handed it). More is an attempt of a live
-    worker that timed out or failed (its heartbeats late on a loaded machine, say), which
-    repeats an unkeyed effect the crash did not cause."""
+    them (`activity_attempts` of the reference: a poll by retry fails on purpose). More is an
+    attempt of a live worker that timed out or failed (its heartbeats late on a loaded machine,
+    say), which repeats an unkeyed effect the crash did not cause.
+
+    What a kill can have ended: in a fast-forwarded cell, `ended` says it, activity by activity
+    (the attempts each dead worker held, and those lost with it, that the crash test ended at
+    once); with real timeouts, each kill (`kills`, UTC, when the runner saw the worker die)
+    after the activity was scheduled and before its last attempt started may have ended one
+    (the worker held it, or had been handed it)."""
     count = 0
     for run in runs:
         scheduled = {
@@ -804,11 +811,11 @@ def unexplained_activity_attempts(
                 event.activity_task_scheduled_event_attributes.activity_id if event else ""
             )
             expected = (by_design or {}).get((run.scope, activity_id), 1)
-            # A kill can have ended an attempt of this activity only if it came after the
-            # activity was scheduled and before its last attempt started (a kill after it
-            # completed explains nothing: a late heartbeat's retry before it, say).
-            last_start = e.event_time.ToDatetime()
-            may_have_ended = sum(1 for k in kills if at is not None and at <= k <= last_start)
+            if ended is not None:
+                may_have_ended = ended[(run.run_id, activity_id)]
+            else:  # a kill after it completed explains nothing (a late heartbeat's retry)
+                last_start = e.event_time.ToDatetime()
+                may_have_ended = sum(1 for k in kills if at is not None and at <= k <= last_start)
             count += max(0, started.attempt - expected - may_have_ended)
     return count
 

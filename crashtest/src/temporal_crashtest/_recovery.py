@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -16,6 +18,7 @@ from temporalio.client import Client, WorkflowHandle
 
 from temporal_crashtest._fastforward import SHORT_TASK_TIMEOUT, end_held, fast_forward
 from temporal_crashtest._history import (
+    ActivityOf,
     Boundary,
     RunHistory,
     Tree,
@@ -46,6 +49,7 @@ class Kill:
     at: datetime  # when its death was seen (UTC, naive: as the history's times are read)
     seen_at: float  # the same, on the monotonic clock
     in_flight: tuple[str, ...]  # "scope:position" of the boundaries it held; "NAME (held)"
+    held: frozenset[ActivityOf] = frozenset()  # the activities whose attempts it held (fast)
     sticky_s: float | None  # its sticky queue's schedule-to-start timeout
     fast_forward: tuple[str, ...]  # what was ended at once rather than waited out
 
@@ -61,6 +65,7 @@ async def after_the_kill(
     identity = str(facts.get("identity"))
     in_flight = [f"{r['scope']}:{r['position']}" for r in crash.get("in_flight", [])]
     done: list[str] = []
+    held: frozenset[ActivityOf] = frozenset()
     if fast:
         attempts = [Attempt(**a) for a in crash.get("attempts", [])]
         forward = await fast_forward(
@@ -68,24 +73,34 @@ async def after_the_kill(
         )
         done = forward.done
         in_flight += [f"{name} (held)" for name in forward.also_held]
+        held = forward.held | {(a.run_id, a.activity_id) for a in attempts}
     return Kill(
         identity=identity,
         at=datetime.now(UTC).replace(tzinfo=None),
         seen_at=time.monotonic(),
         in_flight=tuple(in_flight),
+        held=held,
         sticky_s=facts.get("sticky_s"),
         fast_forward=tuple(done),
     )
 
 
+@dataclass(frozen=True)
+class Lost:
+    """The attempts lost with a dead worker, or on the way to the live one, that were ended at
+    once: in words, for the report, and whose they were."""
+
+    said: tuple[str, ...] = ()
+    ended: tuple[ActivityOf, ...] = ()
+
+
 async def end_lost_attempts(
     client: Client, progress: Going, worker: Worker, killed: frozenset[str]
-) -> list[str]:
+) -> Lost:
     """End at once, to be retried, the attempts the server says were started where they will
     never end: by a killed worker (handed to a poll it had out when it died), or by the live
     worker, which never said it received them (a poll's answer lost on a loaded machine).
-    Production waits out their timeouts; the run's effects are the same either way. Returns
-    what was ended, in words."""
+    Production waits out their timeouts; the run's effects are the same either way."""
     identity = worker.status.facts.get("identity")
     worker.status.drain()
     lost = []
@@ -99,12 +114,15 @@ async def end_lost_attempts(
             if not received and age.total_seconds() > LOST_AFTER_S:
                 lost.append((held, "started by the live worker, which never received it"))
     ended = await asyncio.gather(*(end_held(client, *h, why) for h, why in lost))
-    return [
-        f"{held[2].activity_type.name} attempt {held[2].attempt} ({why}) ended at once, as its "
-        "timeout would"
-        for (held, why), ok in zip(lost, ended, strict=True)
-        if ok
-    ]
+    done = [(held, why) for (held, why), ok in zip(lost, ended, strict=True) if ok]
+    return Lost(
+        tuple(
+            f"{held[2].activity_type.name} attempt {held[2].attempt} ({why}) ended at once, as "
+            "its timeout would"
+            for held, why in done
+        ),
+        tuple((held[1], held[2].activity_id) for held, _ in done),
+    )
 
 
 def task_timeout(
@@ -151,12 +169,15 @@ def read_waits(
     reference: Reference | None,
     short: timedelta | None,
     fast: bool,
+    lost: Sequence[ActivityOf] = (),
 ) -> Recovery:
     """The recovery of the crashed run `tree` (a group's run, `point` None: only whether
-    anything happened that no kill explains)."""
+    anything happened that no kill explains; `lost`: the attempts ended at once as lost)."""
     killed = {k.identity for k in kills}
     by_design = activity_attempts(reference.tree.runs) if reference else None
-    unexplained = unexplained_activity_attempts(tree.runs, [k.at for k in kills], by_design)
+    # Fast-forwarded, a kill is known to have ended only the attempts its worker held.
+    ended = Counter([*(a for k in kills for a in k.held), *lost]) if fast else None
+    unexplained = unexplained_activity_attempts(tree.runs, [k.at for k in kills], by_design, ended)
     if short is not None:
         unexplained += unexplained_task_timeouts(tree.runs, killed)
     crashed = tree.run(point.boundary.scope) if point else None

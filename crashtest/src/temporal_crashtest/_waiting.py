@@ -11,8 +11,9 @@ import time
 from dataclasses import dataclass, field
 
 from temporal_crashtest._errors import CellFailed
+from temporal_crashtest._history import ActivityOf
 from temporal_crashtest._polling import Going, Idle, Stuck, progress_of, what_it_waits_on
-from temporal_crashtest._recovery import end_lost_attempts
+from temporal_crashtest._recovery import Lost, end_lost_attempts
 from temporal_crashtest._session import Session, Started
 from temporal_crashtest._workers import Worker
 
@@ -27,10 +28,11 @@ OVERRUN_FACTOR = 3
 @dataclass(frozen=True)
 class Waited:
     """What one wait learnt: the task queues the worker polled, and the attempts it ended at
-    once, lost with a dead worker (`end_lost_attempts`)."""
+    once, lost with a dead worker (`end_lost_attempts`): in words, and whose."""
 
     served: frozenset[str]
     fast_forward: tuple[str, ...]
+    ended: tuple[ActivityOf, ...] = ()
 
 
 @dataclass(kw_only=True)
@@ -43,7 +45,7 @@ class _Watch:
     events: int | None = None  # the history's length when first seen, then as it grows
     progressed_at: float = -math.inf
     idle_checks: int = 0
-    ended: list[str] = field(default_factory=list)  # lost attempts ended at once
+    lost: list[Lost] = field(default_factory=list)  # lost attempts ended at once
 
     def time_left(self) -> float:
         """Seconds to the deadline; one a run still progressing has passed moves on a little."""
@@ -77,7 +79,11 @@ async def until_one_ends(
     finally:
         exited.cancel()
         worker.status.drain()
-    return Waited(frozenset(worker.status.facts.get("task_queues", [])), tuple(watch.ended))
+    return Waited(
+        frozenset(worker.status.facts.get("task_queues", [])),
+        tuple(said for lost in watch.lost for said in lost.said),
+        tuple(ended for lost in watch.lost for ended in lost.ended),
+    )
 
 
 async def _past_the_deadline(
@@ -126,7 +132,7 @@ async def _look(
             watch.progressed_at = time.monotonic()
         watch.events = progress.events
         if not session.real_timeouts:
-            watch.ended += await end_lost_attempts(session.client, progress, worker, killed)
+            watch.lost.append(await end_lost_attempts(session.client, progress, worker, killed))
     driving = run.drive is not None and not run.drive.done()
     idle = isinstance(progress, Idle) and not driving and watch.ready_at is not None
     watch.idle_checks = watch.idle_checks + 1 if idle else 0
