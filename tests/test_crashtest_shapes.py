@@ -194,6 +194,14 @@ RUNS: dict[str, list[str]] = {
         "examples.shapes.broken:observe",
     ],
 }
+# Look it up, do it, mark it done (one activity), then a receipt: its boundaries alone see
+# nothing wrong; the effect between the order and the mark does.
+for _name, _factory in [("unkeyed", "unkeyed"), ("keyed", "keyed"),
+                        ("one-transaction", "one_transaction")]:  # fmt: skip
+    RUNS[f"mark-{_name}"] = shape("look_up_do_mark", f"{_factory}_worker", "LookUpDoMark", "milk")
+RUNS["mark-unkeyed-boundaries"] = [
+    *RUNS["mark-unkeyed"], "--points", "after-effect:1,after-effect:2,after-checkpoint:1"
+]  # fmt: skip
 
 
 def cells(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -224,8 +232,8 @@ def assert_caught(run: CrashtestRun, points: set[str], diff: str) -> dict[str, A
 GROUPED_ONLY = frozenset(
     f"{shape}-keyed"
     for shape in ("local", "child", "approval", "conversation", "retries", "optional",
-                  "declined", "cancelled")
-)  # fmt: skip
+                  "declined", "cancelled", "mark")
+) | {"mark-one-transaction", "mark-unkeyed-boundaries"}  # fmt: skip
 EXACT_ONLY = {"reset-keyed", "reset-run-keyed"}
 
 
@@ -522,3 +530,21 @@ async def test_a_drive_helper_that_never_gets_through_is_one_error(client: Clien
         await send_signal(handle, "end")  # the server takes a signal with no worker up
     finally:
         await handle.terminate()
+
+
+def test_look_up_do_mark(shapes: BothWays) -> None:
+    """An activity that looks its key up, orders, then marks the key done: its boundaries see
+    nothing wrong (the silent ✓ crashtest gave before it crashed inside activities); a kill
+    after the order, before the mark, orders twice, unless the order is keyed or commits with
+    its mark."""
+    done, boundaries_only = shapes["mark-unkeyed-boundaries"]
+    assert done.returncode == 0 and not failing(boundaries_only), done.stdout + done.stderr
+    shapes.assert_agree("mark-unkeyed")
+    done, _ = shapes["mark-unkeyed"]
+    report = assert_caught(shapes["mark-unkeyed"], {"effect:1.1"}, "effects: 2 → 3 entries")
+    assert cells(report)["effect:1.1"]["activity"] == "place_order, effect 1 (INSERT order)"
+    assert "place_order: 1 effect(s): INSERT order" in done.stderr  # the reference lists them
+    assert "write the record in the effect's own transaction" in done.stdout
+    for name, said in [("keyed", "INSERT order"), ("one-transaction", "COMMIT order and mark")]:
+        report = assert_clean(shapes[f"mark-{name}"], ["place_order", "send_receipt"])
+        assert cells(report)["effect:1.1"]["activity"] == f"place_order, effect 1 ({said})"

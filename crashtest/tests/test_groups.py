@@ -4,6 +4,7 @@ differs is halved while few fail, and cut to single points when most do."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from temporal_crashtest._groups import _Splits, first_groups, groupable, run_order
@@ -32,7 +33,13 @@ def sequence(n: int, parallel: int = 1) -> list[Boundary]:
 
 
 def points(boundaries: list[Boundary]) -> list[CellPoint]:
-    return [CellPoint(m, b) for m in Moment.default_set() for b in boundaries]
+    """The default set's points at `boundaries` (at an effect: one each effect made)."""
+    return [
+        CellPoint(m, b, 1, k)
+        for m in Moment.default_set()
+        for b in boundaries
+        for k in (range(1, len(b.effects) + 1) if m.kills_at_an_effect else [0])
+    ]
 
 
 def names(group: list[CellPoint]) -> list[str]:
@@ -48,6 +55,15 @@ def test_points_are_in_the_order_the_run_reached_them() -> None:
     assert names(run_order(points(sequence(3, parallel=3)))) == [
         "after-effect:1", "after-effect:2", "after-effect:3",
         "after-checkpoint:1", "after-checkpoint:2", "after-checkpoint:3",
+    ]  # fmt: skip
+
+
+def test_an_activitys_effects_come_before_it_returns() -> None:
+    made = sequence(2)
+    made[1] = replace(made[1], effects=("charged", "mailed"))
+    assert names(run_order(points(made))) == [
+        "after-effect:1", "after-checkpoint:1",
+        "effect:2.1", "effect:2.2", "after-effect:2", "after-checkpoint:2",
     ]  # fmt: skip
 
 

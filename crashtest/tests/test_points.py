@@ -88,6 +88,27 @@ def test_every_point_and_what_is_left_untested() -> None:
     ]  # fmt: skip
 
 
+def test_each_effect_an_activity_made_is_a_point() -> None:
+    """The run without a crash said which effects each activity made: each is a point of the
+    default set, named by its boundary and its place; one it did not make is an error."""
+    ref = reference()
+    said = [{"scope": "@1", "position": 2, "attempt": 1, "what": "sent"},
+            {"scope": "@1", "position": 2, "attempt": 2, "what": "charged"},
+            {"scope": "@1", "position": 2, "attempt": 2, "what": "sent"}]  # fmt: skip
+    ref = Reference(ref.observed, ref.tree.with_effects(said))
+    assert ref.boundaries[1].effects == ("charged", "sent")  # the last attempt's
+    points, _ = ref.every_point()
+    inside = [p for p in points if p.moment is Moment.EFFECT]
+    assert [p.crash_at for p in inside] == ["effect:2.1", "effect:2.2"]
+    assert inside[1].label == "run 1: notify, effect 2 (sent)"
+    assert inside[1].site() == CrashSite(moment=Moment.EFFECT, scope="@1", position=2, effect=2)
+    assert ref.resolve("effect:notify.2") == inside[1]
+    with pytest.raises(CrashPointError, match=re.escape("it made 0 effect(s) in the run")):
+        ref.resolve("effect:1")
+    with pytest.raises(CrashPointError, match=re.escape("made 2 effect(s) (charged, sent)")):
+        ref.resolve("effect:2.3")
+
+
 def test_crash_points_are_parsed() -> None:
     assert CrashPoint.parse("after-effect:3") == CrashPoint(moment=Moment.AFTER_EFFECT, position=3)
     assert str(CrashPoint.parse("after-checkpoint:charge#2")) == "after-checkpoint:charge#2"
@@ -101,15 +122,26 @@ def test_crash_points_are_parsed() -> None:
         "agent__mcp_server__call_tool<place_order>", 2, 2)  # fmt: skip
     assert CrashPoint.parse("after-checkpoint:run 2: notify").text == "run 2: notify"
     for text, message in [
-        ("after-lunch:1", "expected after-effect:N, after-checkpoint:N, in-task:N or reset:N"),
+        (
+            "after-lunch:1",
+            "expected effect:N.K, after-effect:N, after-checkpoint:N, in-task:N or reset:N",
+        ),
         ("after-effect:0", "positions start at 1"),
-        ("after-effect:1*9", "*K crashes 1 to 5 times"),
+        ("after-effect:1*9", "*R crashes 1 to 5 times"),
+        ("effect:1.0", "effects start at .1"),
         ("reset:1*2", "a reset is not repeated"),
     ]:
         with pytest.raises(CrashPointError, match=re.escape(message)):
             CrashPoint.parse(text)
+    # Inside an activity, after its K-th effect (its first, if K is not written).
+    assert CrashPoint.parse("effect:2.3") == CrashPoint(moment=Moment.EFFECT, position=2, effect=3)
+    assert str(CrashPoint.parse("effect:2")) == "effect:2.1"
+    point = CrashPoint.parse("effect:deepagents.invoke_model#2.1*2")
+    assert (point.activity, point.occurrence, point.effect, point.repeat) == (
+        "deepagents.invoke_model", 2, 1, 2)  # fmt: skip
     # A worker crashing on its own (no history to read labels from): a position or a type.
     assert str(CrashSite.parse("after-effect:place_order")) == "after-effect:place_order"
+    assert str(CrashSite.parse("effect:place_order.2")) == "effect:place_order.2"
     with pytest.raises(CrashPointError, match="one worker crashes itself once"):
         CrashSite.parse("after-effect:3*2")
 
@@ -117,9 +149,11 @@ def test_crash_points_are_parsed() -> None:
 def test_each_moment_answers_what_the_code_asks() -> None:
     """The questions the runner, the groups and the interceptor ask of a moment."""
     effect, checkpoint, reset = Moment.AFTER_EFFECT, Moment.AFTER_CHECKPOINT, Moment.RESET
-    in_task = Moment.IN_TASK
-    assert Moment.default_set() == [effect, checkpoint]  # in-task only when named
+    in_task, inside = Moment.IN_TASK, Moment.EFFECT
+    assert Moment.default_set() == [inside, effect, checkpoint]  # in-task only when named
     assert effect.kills_in_the_activity and not effect.kills_in_the_workflow
+    assert [m for m in Moment if m.kills_at_an_effect] == [inside]
+    assert inside.kills_a_worker and not inside.kills_in_the_activity
     assert checkpoint.kills_in_the_workflow and not checkpoint.kills_in_the_activity
     assert in_task.kills_in_the_workflow and in_task.kills_a_worker
     assert [m for m in Moment if m.kills_as_scheduled] == [in_task]
@@ -127,4 +161,5 @@ def test_each_moment_answers_what_the_code_asks() -> None:
     assert [m for m in Moment if m.needs_a_return] == [effect]
     assert [m for m in Moment if m.needs_the_result_seen] == [checkpoint]
     for moment in Moment:
-        assert f"{moment}:N" in SYNTAX and f"{moment}:N ({moment.dies})" in GLOSSARY
+        form = f"{moment}:N.K" if moment.kills_at_an_effect else f"{moment}:N"
+        assert form in SYNTAX and f"{form} ({moment.dies})" in GLOSSARY

@@ -16,6 +16,7 @@ create table if not exists example_effects (
     what text not null,
     idempotency_key text unique
 );
+create table if not exists example_marks (idempotency_key text primary key);
 """
 
 

@@ -68,6 +68,7 @@ _WHERE = {
     "Target": "_model",
     "Untested": "_report",
     "dev_server_command": "_devserver",
+    "effect": "_effects",
     "run_crash_test": "_crash_test",
     "send_signal": "_drive",
     "send_update": "_drive",
@@ -95,6 +96,7 @@ __all__ = [
     "Untested",
     "__version__",
     "dev_server_command",
+    "effect",
     "run_crash_test",
     "send_signal",
     "send_update",
@@ -105,6 +107,7 @@ if TYPE_CHECKING:
     from temporal_crashtest._crash_test import CrashTestOptions, run_crash_test
     from temporal_crashtest._devserver import dev_server_command
     from temporal_crashtest._drive import send_signal, send_update, wait_until
+    from temporal_crashtest._effects import effect
     from temporal_crashtest._errors import (
         CrashPointError,
         CrashTestAborted,

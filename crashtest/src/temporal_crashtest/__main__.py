@@ -19,7 +19,8 @@ Worker processes inherit this command's working directory and environment.
 Boundaries are the activities and local activities of the run's whole tree: child workflows at
 any depth and every run of a continue-as-new chain. Crash points are MOMENT:N, each moment of
 `_points.Moment` (`--points` lists them, with what dies at each), N a position, an activity type
-such as charge#2, or a boundary's label; a *K suffix crashes K workers in a row at the point.
+such as charge#2, or a boundary's label (effect:N.K: the K-th effect inside N); a *R suffix
+crashes R workers in a row at the point.
 
 Recoveries are fast-forwarded: the attempts a killed worker held are failed at once (retried under
 their own retry policy), runs are taken off its sticky queue, and cells run with a 1 s workflow
@@ -158,10 +159,12 @@ def _what_to_test(add: Add) -> None:
 
 def _how_to_crash(add: Add) -> None:
     """Which points, how many workers in a row, how many cells at once, and how long each."""
-    defaults = " and ".join(str(m) for m in Moment.default_set())
+    *most, last = [str(m) for m in Moment.default_set()]
+    defaults = f"{', '.join(most)} and {last}"
     add(
         "--points",
-        help=f"only these crash points, comma-separated (default: every {defaults}): {GLOSSARY}",
+        help=f"only these crash points, comma-separated (default: every {defaults}; effect: each "
+        f"effect an activity said it made, temporal_crashtest.effect): {GLOSSARY}",
     )
     add("--repeat", type=int, default=1, help="crash this many workers in a row at each point")
     add("--jobs", type=int, default=default_jobs(), help="cells run at once")

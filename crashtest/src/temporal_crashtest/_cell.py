@@ -44,6 +44,7 @@ class Outcome:
     recovery_s: float | None = None
     recovery: Recovery = field(default_factory=Recovery)
     fast_forward: tuple[str, ...] = ()  # the first kill's, the lost attempts', the reruns'
+    effects: tuple[dict[str, Any], ...] = ()  # the effects its activities said (`_effects`)
 
     @property
     def crashes(self) -> int:
@@ -83,6 +84,12 @@ class _CrashedRun:
         )
         self.workers.append(started)
         return started
+
+    def said(self) -> tuple[dict[str, Any], ...]:
+        """The effects the run's activities said they made (`_effects`), as its workers heard."""
+        return tuple(
+            e for w in self.workers for e in w.status.effects if e["root"] == self.workflow_id
+        )
 
     def killed(self, point: CellPoint, stage: int, current: Worker, run: Started) -> bool:
         """Whether `current` was killed at `point`; False: the run ended first, which only a
@@ -148,13 +155,13 @@ async def crashed_run(
         lost_ended += waited.ended
         end, ended_at = _end(session, run, current), time.monotonic()
     except CellFailed as err:
-        err.partial = _so_far(workflow_id, run, kills, lost)
+        err.partial = _so_far(this, run, kills, lost)
         raise
     finally:
         if run is not None:
             await run.give_up()
         await session.workers.stop(this.workers)
-    outcome = replace(_so_far(workflow_id, run, kills, lost), end=end, served=frozenset(served))
+    outcome = replace(_so_far(this, run, kills, lost), end=end, served=frozenset(served))
     if not kills:
         return outcome
     tree = read_tree(await session.histories(run.handle), outcome.served)
@@ -177,10 +184,16 @@ def _end(session: Session, run: Started, last: Worker) -> str:
     return run.ending()
 
 
-def _so_far(workflow_id: str, run: Started | None, kills: list[Kill], lost: list[str]) -> Outcome:
+def _so_far(this: _CrashedRun, run: Started | None, kills: list[Kill], lost: list[str]) -> Outcome:
     notes = (*(kills[0].fast_forward if kills else ()), *lost)
     handle = run.handle if run else None
-    return Outcome(workflow_id=workflow_id, handle=handle, kills=tuple(kills), fast_forward=notes)
+    return Outcome(
+        workflow_id=this.workflow_id,
+        handle=handle,
+        kills=tuple(kills),
+        fast_forward=notes,
+        effects=this.said(),
+    )
 
 
 RunOnce = Callable[[str, bool], Awaitable[Outcome]]  # (workflow id, shorten) -> its outcome

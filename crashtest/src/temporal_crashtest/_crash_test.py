@@ -375,6 +375,9 @@ async def _references(runner: Runner, target: Target, say: Callable[[str], None]
     say(f"reference run of {target.workflow} (no crash){tree}")
     reference = await runner.reference()
     say(f"reference state: {short(reference.observed, REFERENCE_CHARS)}")
+    for b in reference.boundaries:  # each a crash point (`effect:N.K`)
+        if b.effects:
+            say(f"{b.label}: {len(b.effects)} effect(s): {', '.join(b.effects)}")
     if reference.end != "completed":  # by design, or not: every cell must end so too
         say(f"the run without a crash ends {reference.end}")
     if target.deploy is None:

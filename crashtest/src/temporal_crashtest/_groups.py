@@ -74,10 +74,10 @@ def run_order(points: list[CellPoint]) -> list[CellPoint]:
     def when(p: CellPoint) -> tuple[object, ...]:
         b = p.boundary
         if p.moment.kills_as_scheduled:
-            return (b.scheduled, 1, b.number)
+            return (b.scheduled, 1, b.number, 0)
         if p.moment.kills_in_the_workflow:
-            return (max(b.taken, b.ended), 1, b.number)
-        return (b.ended, 0, b.number)
+            return (max(b.taken, b.ended), 1, b.number, 0)
+        return (b.ended, 0, b.number, p.effect or math.inf)  # its effects before it returns
 
     return sorted(points, key=when)
 
@@ -301,7 +301,7 @@ def _cleared(point: CellPoint, outcome: GroupRun) -> Cell:
     return Cell(
         workflow_id=outcome.workflow_id,
         crash_at=point.crash_at,
-        activity=point.boundary.label,
+        activity=point.label,
         matches=True,
         observed=outcome.observed,
         diff=None,

@@ -12,7 +12,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -76,6 +76,7 @@ class Boundary:
     input: str = ""  # a hint of its input (`short_input`)
     input_digest: str = ""  # of its whole input as scheduled: equal inputs, equal digests
     retry_s: float = 0.0  # its retry policy's first wait (a local activity's: 0, unread)
+    effects: tuple[str, ...] = ()  # the effects its attempt said it made (`_effects`), in order
 
 
 @dataclass
@@ -90,6 +91,21 @@ class Tree:
 
     def run(self, scope: str) -> RunHistory | None:
         return next((r for r in self.runs if r.scope == scope), None)
+
+    def with_effects(self, said: list[dict[str, Any]]) -> Tree:
+        """The tree with each boundary's effects, as its workers said them (`_effects`): those
+        of its last attempt that said any (the one that returned)."""
+        by_attempt: dict[tuple[str, int], dict[int, list[str]]] = {}
+        for e in said:
+            where = (str(e.get("scope")), int(e.get("position") or 0))
+            attempts = by_attempt.setdefault(where, {})
+            attempts.setdefault(int(e.get("attempt") or 0), []).append(str(e.get("what")))
+        boundaries = []
+        for b in self.boundaries:
+            attempts = by_attempt.get((b.scope, b.position), {})
+            last = attempts[max(attempts)] if attempts else []
+            boundaries.append(replace(b, effects=tuple(last)))
+        return replace(self, boundaries=boundaries)
 
     def only_ends_after(self, b: Boundary) -> bool:
         """Whether, after `b`'s completion, the run without a crash only ended: the root's last

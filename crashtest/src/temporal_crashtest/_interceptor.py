@@ -61,6 +61,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.exceptions import ApplicationError
 
 from temporal_crashtest._attempt_end import AttemptEnd, attempt_end, backoff_after
+from temporal_crashtest._effects import attempting, done
 from temporal_crashtest._errors import CrashPointError
 from temporal_crashtest._observers.in_worker import attempt_started
 from temporal_crashtest._points import CrashPoint, Moment
@@ -176,6 +177,7 @@ class CrashSite:
     position: int = 0
     activity: str | None = None
     occurrence: int = 1
+    effect: int = 0  # at an effect (`Moment.kills_at_an_effect`): the boundary's K-th
 
     def to_text(self) -> str:
         return json.dumps(asdict(self))
@@ -195,7 +197,7 @@ class CrashSite:
     @classmethod
     def of(cls, point: CrashPoint) -> CrashSite:
         if not point.moment.kills_a_worker or point.repeat > 1:
-            moments = ", ".join(f"{m}:N" for m in Moment if m.kills_a_worker)
+            moments = ", ".join(m.form for m in Moment if m.kills_a_worker)
             raise CrashPointError(f"{point}: one worker crashes itself once, at {moments}")
         if point.position is None:
             return cls(
@@ -203,8 +205,11 @@ class CrashSite:
                 scope=ROOT_SCOPE,
                 activity=point.activity,
                 occurrence=point.occurrence,
+                effect=point.effect,
             )
-        return cls(moment=point.moment, scope=ROOT_SCOPE, position=point.position)
+        return cls(
+            moment=point.moment, scope=ROOT_SCOPE, position=point.position, effect=point.effect
+        )
 
     def names(self, stamp: Stamp) -> bool:
         """Whether this site is the boundary `stamp`."""
@@ -216,10 +221,11 @@ class CrashSite:
 
     def __str__(self) -> str:
         where = "" if self.scope == ROOT_SCOPE else f"{self.scope}:"
+        effect = f".{self.effect}" if self.effect else ""
         if self.activity is None:
-            return f"{self.moment.value}:{where}{self.position}"
+            return f"{self.moment.value}:{where}{self.position}{effect}"
         suffix = f"#{self.occurrence}" if self.occurrence > 1 else ""
-        return f"{self.moment.value}:{where}{self.activity}{suffix}"
+        return f"{self.moment.value}:{where}{self.activity}{suffix}{effect}"
 
 
 def encode(data: dict[str, Any]) -> Payload:
@@ -400,6 +406,41 @@ class _StampingOutbound(worker.WorkflowOutboundInterceptor):
         return super().continue_as_new(input)
 
 
+@dataclass
+class _Effects:
+    """The effects one activity attempt has made so far (`_effects.effect` calls): each said on
+    the status channel (the run without a crash lists them), and the worker armed at the
+    boundary's K-th killed there."""
+
+    crash: CrashInterceptor
+    stamp: Stamp
+    attempt: int
+    made: int = 0
+
+    def __call__(self, what: str) -> None:
+        self.made += 1
+        stamp, crash = self.stamp, self.crash
+        crash.status.send(
+            "effect",
+            root=stamp.root,
+            scope=stamp.scope,
+            position=stamp.position,
+            attempt=self.attempt,
+            what=what,
+        )
+        site = crash.site
+        if (
+            site is not None
+            and site.moment.kills_at_an_effect
+            and site.effect == self.made
+            and site.names(stamp)
+            and crash.workflow_id in (None, stamp.root)
+        ):
+            crash.kill(
+                site, f"{stamp.label()} made effect {self.made} ({what}); its next line unrun"
+            )
+
+
 class _CrashingActivity(worker.ActivityInboundInterceptor):
     def __init__(self, next: worker.ActivityInboundInterceptor, crash: CrashInterceptor) -> None:
         super().__init__(next)
@@ -416,10 +457,18 @@ class _CrashingActivity(worker.ActivityInboundInterceptor):
             attempt=info.attempt,
         )
         stamp = decode_stamp(input.headers.get(STAMP_HEADER))
-        if stamp is not None:  # whom the observers' records of this attempt belong to
-            attempt_started(stamp.root, stamp.label(), info.attempt)
+        if stamp is None:
+            return await super().execute_activity(input)
+        attempt_started(stamp.root, stamp.label(), info.attempt)  # whose observers' records
+        token = attempting(_Effects(self.crash, stamp, info.attempt))
+        try:
+            return await self._execute(input, stamp)
+        finally:
+            done(token)
+
+    async def _execute(self, input: worker.ExecuteActivityInput, stamp: Stamp) -> Any:
         site = self.crash.site
-        if stamp is None or site is None or self.crash.workflow_id not in (None, stamp.root):
+        if site is None or self.crash.workflow_id not in (None, stamp.root):
             return await super().execute_activity(input)
         if stamp.kill_on_start and activity.info().attempt == 1:
             self.crash.kill(site, f"{stamp.label()} starts: the marker before it is recorded")

@@ -118,16 +118,29 @@ class CellPoint:
     moment: Moment
     boundary: Boundary
     repeat: int = 1
+    effect: int = 0  # at an effect: the boundary's K-th (`effect:N.K`)
 
     @property
     def crash_at(self) -> str:
-        return f"{self.moment.value}:{self.boundary.number}" + (
+        effect = f".{self.effect}" if self.effect else ""
+        return f"{self.moment.value}:{self.boundary.number}{effect}" + (
             f"*{self.repeat}" if self.repeat > 1 else ""
         )
 
+    @property
+    def label(self) -> str:
+        """The boundary's label; at an effect, with the effect's name."""
+        if not self.effect:
+            return self.boundary.label
+        what = self.boundary.effects[self.effect - 1]
+        return f"{self.boundary.label}, effect {self.effect} ({what})"
+
     def site(self) -> CrashSite:
         return CrashSite(
-            moment=self.moment, scope=self.boundary.scope, position=self.boundary.position
+            moment=self.moment,
+            scope=self.boundary.scope,
+            position=self.boundary.position,
+            effect=self.effect,
         )
 
     @property
@@ -218,6 +231,10 @@ class Reference:
         points, untested = [], []
         for moment in Moment.default_set():
             for b in self.boundaries:
+                if moment.kills_at_an_effect:  # one a kill at each effect it said it made
+                    effects = range(1, len(b.effects) + 1)
+                    points += [CellPoint(moment, b, repeat, k) for k in effects]
+                    continue
                 why = self.unreachable(moment, b)
                 if why is None and moment.needs_the_result_seen and self._ends_after_last(b):
                     why = "after it the run only ends (it closed in the task that took this result)"
@@ -284,7 +301,14 @@ class Reference:
             )
         if (why := self.unreachable(point.moment, found)) is not None:
             raise CrashPointError(f"{text} ({found.label}): {why}")
-        return CellPoint(point.moment, found, point.repeat if point.repeat > 1 else repeat)
+        if point.effect > len(found.effects):
+            said = f" ({', '.join(found.effects)})" if found.effects else ""
+            raise CrashPointError(
+                f"{text} ({found.label}): it made {len(found.effects)} effect(s){said} in the run "
+                "without a crash (an activity says each with temporal_crashtest.effect)"
+            )
+        repeats = point.repeat if point.repeat > 1 else repeat
+        return CellPoint(point.moment, found, repeats, point.effect)
 
     def select(
         self, points: list[str] | None, repeat: int = 1

@@ -1,5 +1,9 @@
 """Crash points: where a process SIGKILLs itself, and how they are written.
 
+`effect:N.K`          inside activity N: its K-th effect was made and answered, and its next
+                      line never ran (`effect:N` is its first). The effects a worker can see
+                      are those an activity marks (`temporal_crashtest.effect`); every one the
+                      run without a crash made is a point of the default set.
 `after-effect:N`      activity (or local activity, or step) N did its work and returned; the
                       server has not heard.
 `after-checkpoint:N`  the server recorded N as done; killed before anything after it is recorded.
@@ -11,8 +15,8 @@
 
 N is a position in scheduling order, 1-based, or an activity type name as the history spells it
 (`after-effect:charge` is the first `charge`, `after-effect:charge#2` the second), or the label
-crashtest prints for a boundary (`run 2: notify`, `ChargeChild/charge`). A `*K` suffix
-(`after-effect:3*2`) crashes the worker that takes over at the same point too, K crashes in all.
+crashtest prints for a boundary (`run 2: notify`, `ChargeChild/charge`). A `*R` suffix
+(`after-effect:3*2`) crashes the worker that takes over at the same point too, R crashes in all.
 Standard library only.
 
 What a moment means is answered here, by `Moment`, and nowhere else: whether a worker kills
@@ -56,12 +60,14 @@ class _Meaning:
     needs_a_return: bool  # reachable only where an attempt returned in the run without a crash
     needs_the_result_seen: bool  # ... only where the workflow saw the activity end
     kills_as_scheduled: bool  # the workflow code scheduling it is the moment (not its result)
+    kills_at_an_effect: bool = False  # inside the activity, after one of its effects
     dies: str  # what the worker (or the run) has done at that moment
 
 
 class Moment(StrEnum):
     """When, around one boundary, a crash comes; its properties are what the code asks of it."""
 
+    EFFECT = "effect"
     AFTER_EFFECT = "after-effect"
     AFTER_CHECKPOINT = "after-checkpoint"
     IN_TASK = "in-task"
@@ -87,7 +93,15 @@ class Moment(StrEnum):
     @property
     def kills_in_the_activity(self) -> bool:
         """The kill comes in the activity's worker, once its attempt returned."""
-        return self.kills_a_worker and not self.kills_in_the_workflow
+        return (
+            self.kills_a_worker and not self.kills_in_the_workflow and not self.kills_at_an_effect
+        )
+
+    @property
+    def kills_at_an_effect(self) -> bool:
+        """The kill comes inside the activity, right after one of its effects (`N.K`: the K-th
+        effect of boundary N), before its next line runs."""
+        return self._meaning.kills_at_an_effect
 
     @property
     def in_default_set(self) -> bool:
@@ -115,6 +129,11 @@ class Moment(StrEnum):
         """What has happened when the crash comes, in words."""
         return self._meaning.dies
 
+    @property
+    def form(self) -> str:
+        """How a point at this moment is written: `MOMENT:N` (`effect:N.K`)."""
+        return f"{self}:N.K" if self.kills_at_an_effect else f"{self}:N"
+
     @classmethod
     def default_set(cls) -> list[Moment]:
         return [m for m in cls if m.in_default_set]
@@ -129,6 +148,16 @@ _MEANINGS = {
         needs_the_result_seen=False,
         kills_as_scheduled=False,
         dies="the activity did its work and returned, unheard by the server",
+    ),
+    Moment.EFFECT: _Meaning(
+        kills_a_worker=True,
+        kills_in_the_workflow=False,
+        in_default_set=True,
+        needs_a_return=False,
+        needs_the_result_seen=False,
+        kills_as_scheduled=False,
+        kills_at_an_effect=True,
+        dies="the activity made an effect and was answered; its next line never ran",
     ),
     Moment.AFTER_CHECKPOINT: _Meaning(
         kills_a_worker=True,
@@ -164,12 +193,13 @@ _MEANINGS = {
 _POSITION = re.compile(r"^[0-9]+$")
 _NAMED = re.compile(r"^(?P<name>.+?)(?:#(?P<occurrence>[0-9]+))?$")
 _REPEAT = re.compile(r"^(?P<target>.*?)\*(?P<repeat>[0-9]+)$")
-_FORMS = [f"{m}:N" for m in Moment]
+_EFFECT = re.compile(r"^(?P<target>.+)\.(?P<effect>[0-9]+)$")
+_FORMS = [m.form for m in Moment]
 SYNTAX = (
     f"{', '.join(_FORMS[:-1])} or {_FORMS[-1]}, N a position (1, 2, ...), an activity name "
-    "or a boundary's label, with *K to crash K times"
+    "or a boundary's label, with *R to crash R times"
 )
-GLOSSARY = "; ".join(f"{m}:N ({m.dies})" for m in Moment)
+GLOSSARY = "; ".join(f"{m.form} ({m.dies})" for m in Moment)
 MAX_REPEAT = 5
 
 
@@ -185,6 +215,7 @@ class CrashPoint:
     activity: str | None = None  # ... or an activity type name
     occurrence: int = 1  # which run of that activity type (name#2)
     repeat: int = 1  # crashes at this point: the first worker's, then its successors'
+    effect: int = 0  # an `effect` point's K: the boundary's K-th effect (0: another moment)
     text: str = field(default="", compare=False)  # as written (matched against labels)
 
     def __str__(self) -> str:
@@ -196,6 +227,7 @@ class CrashPoint:
                 if self.occurrence != 1
                 else (self.activity or "")
             )
+        target += f".{self.effect}" if self.effect else ""
         return f"{self.moment.value}:{target}" + (f"*{self.repeat}" if self.repeat > 1 else "")
 
     @classmethod
@@ -210,14 +242,23 @@ class CrashPoint:
             target, repeat = suffix["target"].strip(), int(suffix["repeat"])
             if not 1 <= repeat <= MAX_REPEAT:
                 raise CrashPointError(
-                    f"unknown crash point {text!r}: *K crashes 1 to {MAX_REPEAT} times"
+                    f"unknown crash point {text!r}: *R crashes 1 to {MAX_REPEAT} times"
                 )
             if not moment.kills_a_worker and repeat > 1:
                 raise CrashPointError(f"unknown crash point {text!r}: a {moment} is not repeated")
+        effect = 0
+        if moment.kills_at_an_effect:
+            effect = 1
+            if (numbered := _EFFECT.match(target)) is not None:
+                target, effect = numbered["target"].strip(), int(numbered["effect"])
+            if effect < 1:
+                raise CrashPointError(f"unknown crash point {text!r}: effects start at .1")
         if _POSITION.match(target):
             if int(target) < 1:
                 raise CrashPointError(f"unknown crash point {text!r}: positions start at 1")
-            return cls(moment=moment, position=int(target), repeat=repeat, text=target)
+            return cls(
+                moment=moment, position=int(target), repeat=repeat, effect=effect, text=target
+            )
         named = _NAMED.match(target)
         if named is None:
             raise CrashPointError(f"unknown crash point {text!r}; expected {SYNTAX}")
@@ -225,5 +266,10 @@ class CrashPoint:
         if occurrence < 1:
             raise CrashPointError(f"unknown crash point {text!r}: occurrences start at #1")
         return cls(
-            moment=moment, activity=named["name"], occurrence=occurrence, repeat=repeat, text=target
+            moment=moment,
+            activity=named["name"],
+            occurrence=occurrence,
+            repeat=repeat,
+            effect=effect,
+            text=target,
         )

@@ -74,6 +74,7 @@ class Runner:
                 raise CrashTestAborted(f"the reference run (no crash) failed: {err}") from None
             assert run.handle is not None
             tree = read_tree(await self.session.histories(run.handle), run.served)
+            tree = tree.with_effects(list(run.effects))
             if not (marks := timeouts_without_a_kill(tree.runs)):
                 break
             # A timeout no kill caused: on a loaded machine, a live worker's heartbeat came late
@@ -109,7 +110,7 @@ class Runner:
         return Cell(
             workflow_id=outcome.workflow_id,
             crash_at=crash_at,
-            activity=point.boundary.label if point else "",
+            activity=point.label if point else "",
             matches=diff is None,
             observed=observed,
             diff=diff,
