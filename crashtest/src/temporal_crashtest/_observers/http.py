@@ -15,6 +15,10 @@ repeat); requests to a paid host (a model provider) are paid calls, every one co
 killed after a request and before its activity's completion was recorded sends it again: keyed
 with the same key, the state is the reference's; without one, a count is one higher, the
 duplicate the crash test reports.
+
+Each effectful request, once answered, is also an effect of the activity that sent it
+(`_effects.effect`): a crash point inside the activity (`effect:N.K`), where a model call is paid
+again and an unkeyed request sent again.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from urllib.parse import unquote, urlsplit
 
 from temporalio import activity
 
+from temporal_crashtest._effects import effect
 from temporal_crashtest._errors import InputError
 from temporal_crashtest._observers import Add, Kind
 
@@ -245,7 +250,9 @@ class _Recorder:
         url: str,
         headers: Mapping[str, str] | Iterable[tuple[str, str]] | None,
         body: bytes | str | None,
-    ) -> None:
+    ) -> str | None:
+        """Record the request if it is an effect; its name as an effect (`METHOD host/path`,
+        masked), to be said once it is answered (`_effects`), or None."""
         parts = urlsplit(url)
         netloc = parts.hostname or ""
         with contextlib.suppress(ValueError):  # a port out of range: no port
@@ -253,7 +260,7 @@ class _Recorder:
                 netloc += f":{parts.port}"
         observer = self.settings.observer
         if not observer.effectful(method, netloc):
-            return
+            return None
         sender = _sender()
         path = parts.path or "/"
         row = {
@@ -275,6 +282,7 @@ class _Recorder:
         # right after the send cannot lose it (only the machine's crash could: no fsync, which
         # cost ~2 ms a request).
         os.write(self._fd, (json.dumps(row) + "\n").encode())
+        return f"{row['method']} {row['target']}"
 
 
 def _header(headers: Mapping[str, str] | Iterable[tuple[str, str]] | None, name: str) -> str | None:
@@ -330,7 +338,15 @@ def _carry_the_sender_into_threads() -> None:
     setattr(executor, _PATCHED, True)
 
 
-Record = Callable[[str, str, str, Any, Any], None]
+Record = Callable[[str, str, str, Any, Any], str | None]  # the effect's name, if it is one
+
+
+def _answered(response: Any, said: str | None) -> Any:
+    """An effectful request was answered: an effect of the running activity (`effect:N.K`: a
+    worker armed there dies now, before the activity reads the answer)."""
+    if said is not None:
+        effect(said)
+    return response
 
 
 def _patch_httpx(record: Record) -> None:
@@ -356,12 +372,16 @@ def _patch_httpx_module(module: Any, name: str, record: Record) -> None:
     sync_send, async_send = sync_cls.send, async_cls.send
 
     def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
-        record(name, request.method, str(request.url), request.headers.raw, _httpx_body(request))
-        return sync_send(self, request, *args, **kwargs)
+        said = record(
+            name, request.method, str(request.url), request.headers.raw, _httpx_body(request)
+        )
+        return _answered(sync_send(self, request, *args, **kwargs), said)
 
     async def asend(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
-        record(name, request.method, str(request.url), request.headers.raw, _httpx_body(request))
-        return await async_send(self, request, *args, **kwargs)
+        said = record(
+            name, request.method, str(request.url), request.headers.raw, _httpx_body(request)
+        )
+        return _answered(await async_send(self, request, *args, **kwargs), said)
 
     sync_cls.send, async_cls.send = send, asend
     setattr(sync_cls, _PATCHED, True)
@@ -378,8 +398,8 @@ def _patch_requests(record: Record) -> None:
 
     def send(self: Any, request: Any, **kwargs: Any) -> Any:
         body = request.body if isinstance(request.body, bytes | str | None) else b"<stream>"
-        record("requests", request.method or "GET", request.url or "", request.headers, body)
-        return original(self, request, **kwargs)
+        said = record("requests", request.method or "GET", request.url or "", request.headers, body)
+        return _answered(original(self, request, **kwargs), said)
 
     session.send = send
     setattr(session, _PATCHED, True)
@@ -411,8 +431,8 @@ def _patch_aiohttp(record: Record) -> None:
                 url = str(build(str_or_url))
         headers = dict(self.headers)
         headers.update(kwargs.get("headers") or {})
-        record("aiohttp", method, url, headers, _aiohttp_body(kwargs))
-        return await original(self, method, str_or_url, **kwargs)
+        said = record("aiohttp", method, url, headers, _aiohttp_body(kwargs))
+        return _answered(await original(self, method, str_or_url, **kwargs), said)
 
     session._request = request
     setattr(session, _PATCHED, True)
