@@ -60,6 +60,17 @@ def report(shard: str | None, *crash_at: str, workflow: str = "W") -> Report:
                   seconds=2.0, shard=shard, points_in_all=3)  # fmt: skip
 
 
+def test_merged_cells_are_in_the_runs_order_effects_first() -> None:
+    one = replace(
+        report("1/2", "after-effect:1", "effect:2.1", "after-checkpoint:1"), points_in_all=6
+    )
+    two = replace(report("2/2", "effect:1.2", "effect:1.1", "after-effect:2"), points_in_all=6)
+    assert [c.crash_at for c in merge_reports([("a", two), ("b", one)]).cells] == [
+        "effect:1.1", "effect:1.2", "after-effect:1", "after-checkpoint:1",
+        "effect:2.1", "after-effect:2",
+    ]  # fmt: skip
+
+
 def test_merge_refuses_what_is_not_one_crash_tests_shards() -> None:
     one, two = (
         report("1/2", "after-effect:1", "after-checkpoint:1"),

@@ -62,17 +62,18 @@ _MOMENTS = [m.value for m in Moment]
 
 
 def _cell_order(report: Report) -> dict[str, int]:
-    """A crash point's place: by boundary, then moment, then repeat (`after-effect:3*2`)."""
+    """A crash point's place: by boundary, then moment, then effect (`effect:3.2`), then repeat
+    (`after-effect:3*2`)."""
 
-    def key(crash_at: str) -> tuple[int, int, int]:
+    def whole(text: str, default: int) -> int:
+        return int(text) if text.isascii() and text.isdigit() else default
+
+    def key(crash_at: str) -> tuple[int, int, int, int]:
         moment, _, rest = crash_at.partition(":")
-        number, _, repeat = rest.partition("*")
+        place, _, repeat = rest.partition("*")
+        number, _, effect = place.partition(".")
         where = _MOMENTS.index(moment) if moment in _MOMENTS else len(_MOMENTS)
-        return (
-            int(number) if number.isascii() and number.isdigit() else 0,
-            where,
-            int(repeat) if repeat.isascii() and repeat.isdigit() else 1,
-        )
+        return (whole(number, 0), where, whole(effect, 0), whole(repeat, 1))
 
     names = sorted({c.crash_at for c in report.cells}, key=key)
     return {name: i for i, name in enumerate(names)}
