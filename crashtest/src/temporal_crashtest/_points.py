@@ -2,8 +2,9 @@
 
 `effect:N.K`          inside activity N: its K-th effect was made and answered, and its next
                       line never ran (`effect:N` is its first). The effects a worker can see
-                      are those an activity marks (`temporal_crashtest.effect`); every one the
-                      run without a crash made is a point of the default set.
+                      are those an activity marks (`temporal_crashtest.effect`) and, with
+                      `--http`, its answered requests; every one the run without a crash made
+                      is a point of the default set.
 `after-effect:N`      activity (or local activity, or step) N did its work and returned; the
                       server has not heard.
 `after-checkpoint:N`  the server recorded N as done; killed before anything after it is recorded.
