@@ -23,6 +23,7 @@ from workflows.grocery import ACTIVITY_NAMES
 
 # Three crash tests at once, beside the rest of the suite.
 GROCERY = [*grocery_crashtest_args("household-1"), "--jobs", "6"]
+WRITERS = (1, 3, 5, 6, 7)  # the steps that write: plan, choose (model calls), order, email, summary
 
 
 def test_grocery_agent_with_and_without_keys(
@@ -53,6 +54,7 @@ def test_grocery_agent_with_and_without_keys(
     last = f"after-checkpoint:{len(ACTIVITY_NAMES)}"
     only_ends = any(u["boundary"].startswith(last) for u in report["untested"])
     assert [c["crash_at"] for c in cells] == [
+        *(f"effect:{n}.1" for n in WRITERS),  # each write's commit, inside its activity
         *(f"after-effect:{n}" for n in range(1, len(ACTIVITY_NAMES) + 1)),
         *(f"after-checkpoint:{n}" for n in range(1, len(ACTIVITY_NAMES) + (not only_ends))),
     ]
@@ -66,8 +68,8 @@ def test_grocery_agent_with_and_without_keys(
     # the runner has seen the kill, which it then says.)
     failed_at_once = "1 attempt(s) it held failed at once, to be retried"
     for c in cells:
-        step = c["activity"]
-        if c["crash_at"].startswith("after-effect"):
+        step = c["activity"].partition(",")[0]  # (at an effect: "place_order, effect 1 (...)")
+        if c["crash_at"].startswith(("after-effect", "effect")):
             production = [f"{step} heartbeat timeout 2.0 s", "sticky queue timeout 1.0 s"]
             assert set(production) <= set(c["waited_on"]), c
             assert failed_at_once in c["fast_forward"] or any(
@@ -82,11 +84,16 @@ def test_grocery_agent_with_and_without_keys(
     done, report = results["none"]
     assert done.returncode == 1, done.stdout + done.stderr
     # Without keys: a second model call at 1, 3, 7, a second order at 5, a second email at 6
-    # (4, the price check, only reads).
-    assert failing(report) == {f"after-effect:{n}" for n in (1, 3, 5, 6, 7)}
+    # (4, the price check, only reads), killed after the activity's write or after it returned.
+    assert failing(report) == {p for n in WRITERS for p in (f"after-effect:{n}", f"effect:{n}.1")}
     by_point = {c["crash_at"]: c for c in report["cells"]}
-    assert by_point["after-effect:5"]["diff"] == "orders: 1 → 2 entries"
+    for point in ("effect:5.1", "after-effect:5"):
+        assert by_point[point]["diff"] == "orders: 1 → 2 entries"
     assert by_point["after-effect:6"]["diff"] == "emails: 1 → 2 entries"
+    said = "killed after place_order's effect 1 (COMMIT orders), before the activity's next line"
+    assert f"note: effect:5.1: {said} ran: the retried attempt made it again (orders: 1 → 2" in (
+        done.stdout
+    )
     assert "after-effect:5 (place_order), after-effect:6 (send_confirmation)" in done.stdout
 
     # Waiting out the server's real timeouts gives the same verdicts, and waits on the timeout
@@ -99,10 +106,11 @@ def test_grocery_agent_with_and_without_keys(
     slow = {c["crash_at"]: (c["matches"], c["diff"]) for c in real["cells"]}
     assert slow == fast
 
-    steps = [*ACTIVITY_NAMES, *ACTIVITY_NAMES[:-1]]
-    for f, s, step in zip(report["cells"], real["cells"], steps, strict=True):
+    for f, s in zip(report["cells"], real["cells"], strict=True):
+        step = f["activity"].partition(",")[0]
         held = "workflow task start-to-close timeout 10.0 s"
-        own = f"{step} heartbeat timeout 2.0 s" if f["crash_at"].startswith("after-e") else held
+        inside = f["crash_at"].startswith(("after-effect", "effect"))
+        own = f"{step} heartbeat timeout 2.0 s" if inside else held
         assert own in f["waited_on"] and own in s["waited_on"], (f, s)
         # Nothing fast-forwarded; a cell run again on a loaded machine says so, and only that.
         assert all(note.startswith("ran again") for note in s["fast_forward"]), s
@@ -136,7 +144,8 @@ def test_payments_unkeyed_charges_are_caught_at_exactly_the_charges(
 
     done, report = results["unkeyed"]
     assert done.returncode == 1, done.stdout + done.stderr
-    assert failing(report) == {"after-effect:2", "after-effect:3", "after-effect:4"}
+    charges = {"after-effect:2", "after-effect:3", "after-effect:4"}
+    assert failing(report) == charges | {"effect:2.1", "effect:3.1", "effect:4.1"}
     diffs = {c["diff"] for c in report["cells"] if not c["matches"]}
     assert diffs == {"charges: 3 → 4 entries"}
 

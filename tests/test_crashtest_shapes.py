@@ -199,6 +199,11 @@ RUNS: dict[str, list[str]] = {
 for _name, _factory in [("unkeyed", "unkeyed"), ("keyed", "keyed"),
                         ("one-transaction", "one_transaction")]:  # fmt: skip
     RUNS[f"mark-{_name}"] = shape("look_up_do_mark", f"{_factory}_worker", "LookUpDoMark", "milk")
+for _factory in ("keyed", "unkeyed"):
+    RUNS[f"kinds-{_factory}"] = shape(
+        "commits", f"{_factory}_worker", "EveryKind", "milk",
+        observe=["--observe", "examples.shapes.commits:orders_of"],
+    )  # fmt: skip
 RUNS["mark-unkeyed-boundaries"] = [
     *RUNS["mark-unkeyed"], "--points", "after-effect:1,after-effect:2,after-checkpoint:1"
 ]  # fmt: skip
@@ -217,10 +222,18 @@ def assert_clean(run: CrashtestRun, activities: list[str]) -> dict[str, Any]:
     return report
 
 
+def with_commits(points: set[str]) -> set[str]:
+    """The points, and the commit inside each activity whose return they name: the ledger's
+    write is its activity's first commit (`effect:N.1`), and the activity returns right after,
+    so an unkeyed write repeats when killed there as when killed after the return."""
+    return points | {f"effect:{p.split(':')[1]}.1" for p in points if p.startswith("after-effect:")}
+
+
 def assert_caught(run: CrashtestRun, points: set[str], diff: str) -> dict[str, Any]:
+    """The run failed at exactly `points` (and the commits before their returns)."""
     done, report = run
     assert done.returncode == 1, done.stdout + done.stderr
-    assert failing(report) == points
+    assert failing(report) == with_commits(points)
     assert {c["diff"] for c in report["cells"] if not c["matches"]} == {diff}
     return report
 
@@ -232,8 +245,8 @@ def assert_caught(run: CrashtestRun, points: set[str], diff: str) -> dict[str, A
 GROUPED_ONLY = frozenset(
     f"{shape}-keyed"
     for shape in ("local", "child", "approval", "conversation", "retries", "optional",
-                  "declined", "cancelled", "mark")
-) | {"mark-one-transaction", "mark-unkeyed-boundaries"}  # fmt: skip
+                  "declined", "cancelled", "mark", "kinds")
+) | {"mark-one-transaction", "mark-unkeyed-boundaries", "kinds-unkeyed"}  # fmt: skip
 EXACT_ONLY = {"reset-keyed", "reset-run-keyed"}
 
 
@@ -276,7 +289,7 @@ def test_parallel_activities(shapes: BothWays) -> None:
     assert done.returncode == 1, done.stdout + done.stderr
     every_charge = {"after-effect:1", "after-effect:2", "after-effect:3"}
     siblings = racing(shapes["parallel-unkeyed"], {"after-checkpoint:1", "after-checkpoint:2"})
-    assert failing(unkeyed) == every_charge | siblings
+    assert failing(unkeyed) == with_commits(every_charge) | siblings
     # More than one repeat in a cell is load's doing too: a charge whose write took over its 2 s
     # heartbeat timeout is retried while it runs, unkeyed, as it would be in production.
     diffs = {c["diff"] for c in unkeyed["cells"] if not c["matches"]}
@@ -373,7 +386,7 @@ def test_parallel_activities_without_heartbeats(shapes: BothWays) -> None:
     within = CHARGE_TIMEOUT.total_seconds() / 4
     waits = [c["recovery_s"] for c in report["cells"] if c["recovery_s"]]
     assert all(wait < within for wait in waits), report["cells"]
-    assert len(report["cells"]) == 6
+    assert len(report["cells"]) == 9  # each charge's commit, its return, its checkpoint
     done, report = shapes["parallel-slow-unkeyed"]
     assert done.returncode == 1, done.stdout + done.stderr
     # A kill after a charge's checkpoint can find a sibling returned, its completion unsent (a
@@ -381,7 +394,8 @@ def test_parallel_activities_without_heartbeats(shapes: BothWays) -> None:
     # unkeyed charge repeats, as it would in production. Only then may a checkpoint fail.
     checkpoints = {f"after-checkpoint:{n}" for n in (1, 2, 3)}
     siblings = racing(shapes["parallel-slow-unkeyed"], checkpoints)
-    assert failing(report) == {"after-effect:1", "after-effect:2", "after-effect:3"} | siblings
+    every_charge = {"after-effect:1", "after-effect:2", "after-effect:3"}
+    assert failing(report) == with_commits(every_charge) | siblings
 
 
 def test_a_kill_inside_the_workflow_task(shapes: BothWays) -> None:
@@ -405,7 +419,7 @@ def test_two_task_queues(shapes: BothWays) -> None:
     shapes.assert_agree("two-queues-keyed", "two-queues-unkeyed")
     report = assert_clean(shapes["two-queues-keyed"], ["charge", "send_receipt"])
     made = {c["crash_at"] for c in report["cells"]}
-    assert made == {"after-effect:1", "after-effect:2", "after-checkpoint:1"}
+    assert made == with_commits({"after-effect:1", "after-effect:2"}) | {"after-checkpoint:1"}
     both = {"after-effect:1", "after-effect:2"}
     assert_caught(shapes["two-queues-unkeyed"], both, "effects: 2 → 3 entries")
 
@@ -416,15 +430,17 @@ def test_an_attempt_no_retry_follows(shapes: BothWays) -> None:
     shapes.assert_agree("no-retry")
     done, report = shapes["no-retry"]
     assert done.returncode == 1, done.stdout + done.stderr
-    [cell] = report["cells"]
-    assert cell["crash_at"] == "after-effect:1" and cell["seconds"] < 300 / 3  # not waited out
-    assert cell["diff"] == (
-        "the run failed: TimeoutError: activity StartToClose timeout; without a crash it completed"
-    )
-    assert (
-        "charge start-to-close timeout 300.0 s, then it fails in the workflow (no retry)"
-        in (cell["waited_on"])
-    )
+    assert {c["crash_at"] for c in report["cells"]} == {"effect:1.1", "after-effect:1"}
+    for cell in report["cells"]:  # killed after the charge's commit, or after it returned
+        assert cell["seconds"] < 300 / 3  # not waited out
+        assert cell["diff"] == (
+            "the run failed: TimeoutError: activity StartToClose timeout; without a crash it "
+            "completed"
+        )
+        assert (
+            "charge start-to-close timeout 300.0 s, then it fails in the workflow (no retry)"
+            in (cell["waited_on"])
+        )
 
 
 def test_an_optional_check_the_workflow_catches(shapes: BothWays) -> None:
@@ -535,16 +551,54 @@ async def test_a_drive_helper_that_never_gets_through_is_one_error(client: Clien
 def test_look_up_do_mark(shapes: BothWays) -> None:
     """An activity that looks its key up, orders, then marks the key done: its boundaries see
     nothing wrong (the silent ✓ crashtest gave before it crashed inside activities); a kill
-    after the order, before the mark, orders twice, unless the order is keyed or commits with
-    its mark."""
+    after the order's commit, before the mark, orders twice, unless the order is keyed or
+    commits with its mark."""
     done, boundaries_only = shapes["mark-unkeyed-boundaries"]
     assert done.returncode == 0 and not failing(boundaries_only), done.stdout + done.stderr
     shapes.assert_agree("mark-unkeyed")
     done, _ = shapes["mark-unkeyed"]
     report = assert_caught(shapes["mark-unkeyed"], {"effect:1.1"}, "effects: 2 → 3 entries")
-    assert cells(report)["effect:1.1"]["activity"] == "place_order, effect 1 (INSERT order)"
-    assert "place_order: 1 effect(s): INSERT order" in done.stderr  # the reference lists them
+    order = "place_order, effect 1 (COMMIT example_effects)"
+    assert cells(report)["effect:1.1"]["activity"] == order
+    assert cells(report)["effect:1.2"]["activity"] == "place_order, effect 2 (COMMIT example_marks)"
+    said = "place_order: 2 effect(s): COMMIT example_effects, COMMIT example_marks"
+    assert said in done.stderr  # the reference lists them
+    killed = "killed after place_order's effect 1 (COMMIT example_effects), before the activity's"
+    assert f"note: effect:1.1: {killed} next line ran: the retried attempt made it again" in (
+        done.stdout
+    )
     assert "write the record in the effect's own transaction" in done.stdout
-    for name, said in [("keyed", "INSERT order"), ("one-transaction", "COMMIT order and mark")]:
-        report = assert_clean(shapes[f"mark-{name}"], ["place_order", "send_receipt"])
-        assert cells(report)["effect:1.1"]["activity"] == f"place_order, effect 1 ({said})"
+    assert_clean(shapes["mark-keyed"], ["place_order", "send_receipt"])
+    report = assert_clean(shapes["mark-one-transaction"], ["place_order", "send_receipt"])
+    both = "place_order, effect 1 (COMMIT example_effects, example_marks)"
+    assert cells(report)["effect:1.1"]["activity"] == both
+
+
+def test_every_commit_kind(shapes: BothWays) -> None:
+    """Look it up, do it, mark it done through psycopg, asyncpg, SQLAlchemy, sqlite3 (in a local
+    activity) and a file the activity marks by hand: each order's commit is a crash point, where
+    the unkeyed order repeats (and nowhere else); keyed, none does."""
+    kinds = ["psycopg_order", "asyncpg_order", "sqlalchemy_order", "sqlite_order (local)"]
+    report = assert_clean(shapes["kinds-keyed"], [*kinds, "file_order"])
+    orders = {f"effect:{n}.1" for n in range(1, 6)}
+    assert orders | {f"effect:{n}.2" for n in range(1, 6)} <= set(cells(report))
+    report = assert_caught(shapes["kinds-unkeyed"], orders, "orders: 5 → 6 entries")
+    # Each activity's look-up (a read, in SQLAlchemy's and sqlite3's case inside the order's
+    # transaction) is no effect: two each, the order and the mark.
+    done, _ = shapes["kinds-unkeyed"]
+    marks = "COMMIT example_marks"
+    for activity, order in [("psycopg_order", "COMMIT example_effects"),
+                            ("asyncpg_order", "COMMIT example_effects"),
+                            ("sqlalchemy_order", "COMMIT example_effects"),
+                            ("sqlite_order (local)", "COMMIT orders"),
+                            ("file_order", "order file")]:  # fmt: skip
+        mark = "COMMIT marks" if activity.startswith("sqlite") else marks
+        assert f"{activity}: 2 effect(s): {order}, {mark}" in done.stderr, done.stderr
+    named = {c["crash_at"]: c["activity"] for c in report["cells"] if not c["matches"]}
+    assert named == {
+        "effect:1.1": "psycopg_order, effect 1 (COMMIT example_effects)",
+        "effect:2.1": "asyncpg_order, effect 1 (COMMIT example_effects)",
+        "effect:3.1": "sqlalchemy_order, effect 1 (COMMIT example_effects)",
+        "effect:4.1": "sqlite_order (local), effect 1 (COMMIT orders)",
+        "effect:5.1": "file_order, effect 1 (order file)",
+    }

@@ -160,10 +160,13 @@ def hand_written(state: Any) -> Any:
 # SDK's, the tool call's arguments), the first by nothing (its input is in every later call).
 TOOL_RESULTS = " (2 x milk ordered ordere…)"
 MODEL_POINTS = {"after-effect:1", "after-effect:4"}  # after each model activity returned
-# Observed over HTTP (HTTP_COMPARED), each request is an effect and a crash point too: killed
-# once the model answered, inside its activity, the call is paid again; so is a tool's request.
-MODEL_EFFECTS = {"effect:1.1", "effect:4.1"}
-TOOL_EFFECTS = {"effect:2.1", "effect:3.1"}
+# Inside each activity, after each of its effects: the ledger's row committed first (a model
+# call's record, a tool's effect), then, observed over HTTP (HTTP_COMPARED), its request. Killed
+# there, the call is paid again, an unkeyed tool's effect made again.
+MODEL_RECORDS = {"effect:1.1", "effect:4.1"}
+TOOL_RECORDS = {"effect:2.1", "effect:3.1"}
+MODEL_EFFECTS = {"effect:1.2", "effect:4.2"}
+TOOL_EFFECTS = {"effect:2.2", "effect:3.2"}
 ACTIVITIES = {
     "pydantic-ai": ("agent__keyed_grocer__model_request",
                     "agent__keyed_grocer__toolset__<agent>__call_tool#1 (place_order milk)",
@@ -191,7 +194,8 @@ def test_keyed_tools_are_clean_and_unkeyed_ones_caught(
     assert labels(frameworks[f"{framework}-keyed"]) == expected
     assert hand_written(report["reference"])["effects"] == TOOLS["effects"]
     # The tools are clean; a model call is paid again after its activity returned, keyed or not.
-    paid = MODEL_POINTS | (MODEL_EFFECTS if f"{framework}-keyed" in HTTP_COMPARED else set())
+    http = MODEL_EFFECTS if f"{framework}-keyed" in HTTP_COMPARED else set()
+    paid = MODEL_POINTS | MODEL_RECORDS | http
     assert failing(report) == (paid if calls_counted else set())
     assert untested_but_the_end(report) == []
 
@@ -203,12 +207,14 @@ def test_keyed_tools_are_clean_and_unkeyed_ones_caught(
     # may have run and not yet been reported — a real repeat, which crashtest shows. The model
     # calls repeat after either model activity (the first and the last boundary), keys or not.
     over_http = f"{framework}-unkeyed" in HTTP_COMPARED
-    calls = {"after-effect:2", "after-effect:3"} | (TOOL_EFFECTS if over_http else set())
+    calls = (
+        {"after-effect:2", "after-effect:3"} | TOOL_RECORDS | (TOOL_EFFECTS if over_http else set())
+    )
     tools = {p for p, d in diffs.items() if "effects" in d}
     assert calls <= tools
     assert all(p.startswith("after-checkpoint:") for p in tools - calls)
     model_calls = {p for p, d in diffs.items() if "model_calls: 2 → 3" in d}
-    assert model_calls == MODEL_POINTS | (MODEL_EFFECTS if over_http else set())
+    assert model_calls == MODEL_POINTS | MODEL_RECORDS | (MODEL_EFFECTS if over_http else set())
 
 
 def test_langgraph_tools_in_one_activity(frameworks: BothWays) -> None:
@@ -229,7 +235,8 @@ def test_langgraph_tools_in_one_activity(frameworks: BothWays) -> None:
     assert report["cells"] == [] and report["expect_diff"] == "effects: 2 → 1 entries"
     done, report = frameworks["langgraph-unkeyed"]
     assert done.returncode == 1, done.stdout + done.stderr
-    assert failing(report) == {"after-effect:2"}  # the tools node: both tools again
+    # The tools node: both tools again, killed after it returned or after either tool's record.
+    assert failing(report) == {"after-effect:2", "effect:2.1", "effect:2.2"}
 
 
 def each_view(run: CrashtestRun, name: str) -> dict[str, bool]:

@@ -1,10 +1,10 @@
 """Look it up, do it, mark it done: the most common way an activity is made "idempotent", and why
 a mark is not enough.
 
-`place_order` looks its key up among the orders it marked done, places the order, says so
-(`temporal_crashtest.effect`), then marks the key done. A worker killed between the order and
-the mark leaves no mark: the retried attempt finds none and orders again. crashtest kills there
-(`effect:1.1`), inside the activity; its boundaries alone (after it returned, after the server
+`place_order` looks its key up among the orders it marked done, places the order (a committed
+insert), then marks the key done. A worker killed between the order and the mark leaves no mark:
+the retried attempt finds none and orders again. crashtest kills there (`effect:1.1`, after the
+order's commit), inside the activity; its boundaries alone (after it returned, after the server
 recorded it) see nothing wrong. Three workers:
 
 - `unkeyed_worker`: the order has no key: killed between the order and the mark, it is placed
@@ -25,8 +25,6 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 with workflow.unsafe.imports_passed_through():
-    from temporal_crashtest import effect
-
     from examples.shapes.build import OPTIONS, shape_worker
     from examples.shapes.ledger import record_on, workflow_key
 
@@ -50,10 +48,8 @@ class OrderActivities:
                 async with conn.transaction():
                     await record_on(conn, f"order {item}", None)
                     await conn.execute("insert into example_marks values (%s)", (key,))
-                effect("COMMIT order and mark")
                 return "placed"
             await record_on(conn, f"order {item}", key if self.how == "keyed" else None)
-            effect("INSERT order")
             await conn.execute("insert into example_marks values (%s)", (key,))
         return "placed"
 

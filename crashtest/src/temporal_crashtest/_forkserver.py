@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 from typing import IO, Any
 
+from temporal_crashtest._commits import install as watch_commits
 from temporal_crashtest._errors import InputError
 from temporal_crashtest._exits import exit_now
 from temporal_crashtest._loading import load_callable, load_data_converter, load_plugins
@@ -40,6 +41,7 @@ def import_target(factory: str, data_converter: str | None, plugins: list[str]) 
     """Import everything a worker process of this target imports before it connects."""
     import temporal_crashtest.worker  # noqa: F401  (temporalio's client and worker with it)
 
+    watch_commits()  # before the user's code imports a database library's names
     load_callable(factory, "--worker")
     load_data_converter(data_converter)
     load_plugins(plugins, build=False)  # each forked worker builds its own, once

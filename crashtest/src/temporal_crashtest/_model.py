@@ -22,7 +22,7 @@ from temporal_crashtest._history import (
     Tree,
 )
 from temporal_crashtest._interceptor import CrashSite
-from temporal_crashtest._points import CrashPoint, Moment
+from temporal_crashtest._points import CrashPoint, Moment, effect_label
 from temporal_crashtest._report import Untested, differences
 from temporal_crashtest._text import finite, shown
 
@@ -132,8 +132,9 @@ class CellPoint:
         """The boundary's label; at an effect, with the effect's name."""
         if not self.effect:
             return self.boundary.label
-        what = self.boundary.effects[self.effect - 1]
-        return f"{self.boundary.label}, effect {self.effect} ({what})"
+        return effect_label(
+            self.boundary.label, self.effect, self.boundary.effects[self.effect - 1]
+        )
 
     def site(self) -> CrashSite:
         return CrashSite(
@@ -305,7 +306,8 @@ class Reference:
             said = f" ({', '.join(found.effects)})" if found.effects else ""
             raise CrashPointError(
                 f"{text} ({found.label}): it made {len(found.effects)} effect(s){said} in the run "
-                "without a crash (an activity says each with temporal_crashtest.effect)"
+                "without a crash (its committed database writes, its answered requests with "
+                "--http, and those it marks with temporal_crashtest.effect)"
             )
         repeats = point.repeat if point.repeat > 1 else repeat
         return CellPoint(point.moment, found, repeats, point.effect)

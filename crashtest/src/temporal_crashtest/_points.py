@@ -1,10 +1,10 @@
 """Crash points: where a process SIGKILLs itself, and how they are written.
 
 `effect:N.K`          inside activity N: its K-th effect was made and answered, and its next
-                      line never ran (`effect:N` is its first). The effects a worker can see
-                      are those an activity marks (`temporal_crashtest.effect`) and, with
-                      `--http`, its answered requests; every one the run without a crash made
-                      is a point of the default set.
+                      line never ran (`effect:N` is its first). The effects a worker sees
+                      are its committed database writes (`_commits`), with `--http` its
+                      answered requests, and those it marks (`temporal_crashtest.effect`);
+                      every one the run without a crash made is a point of the default set.
 `after-effect:N`      activity (or local activity, or step) N did its work and returned; the
                       server has not heard.
 `after-checkpoint:N`  the server recorded N as done; killed before anything after it is recorded.
@@ -195,6 +195,9 @@ _POSITION = re.compile(r"^[0-9]+$")
 _NAMED = re.compile(r"^(?P<name>.+?)(?:#(?P<occurrence>[0-9]+))?$")
 _REPEAT = re.compile(r"^(?P<target>.*?)\*(?P<repeat>[0-9]+)$")
 _EFFECT = re.compile(r"^(?P<target>.+)\.(?P<effect>[0-9]+)$")
+_EFFECT_LABEL = re.compile(
+    r"^(?P<boundary>.*), effect (?P<effect>[0-9]+) \((?P<what>.*)\)$", re.DOTALL
+)
 _FORMS = [m.form for m in Moment]
 SYNTAX = (
     f"{', '.join(_FORMS[:-1])} or {_FORMS[-1]}, N a position (1, 2, ...), an activity name "
@@ -274,3 +277,17 @@ class CrashPoint:
             effect=effect,
             text=target,
         )
+
+
+def effect_label(boundary: str, effect: int, what: str) -> str:
+    """A point at an effect as the table names it: `place_order, effect 1 (POST shop/orders)`."""
+    return f"{boundary}, effect {effect} ({what})"
+
+
+def killed_after(label: str) -> str:
+    """What a point at an effect killed after, from its label: `place_order's effect 1 (POST
+    shop/orders)` (a label of no effect: itself)."""
+    found = _EFFECT_LABEL.match(label)
+    if found is None:
+        return label
+    return f"{found['boundary']}'s effect {found['effect']} ({found['what']})"

@@ -10,18 +10,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from temporal_crashtest._points import Moment
+from temporal_crashtest._points import Moment, killed_after
 from temporal_crashtest._text import json_bytes, markdown_cell, shown
 
 MAX_DIFFERENCES = 3
 NOTES_LISTED = 3  # untested boundaries with one reason listed one by one; more: one line
 
 
-EFFECT_REPEATED = (
-    "killed after an effect inside its activity, before the activity's next line ran: the "
-    'retried attempt made it again. A record written after an effect ("done") does not stop '
-    "its repeat: send a key the receiver checks, or write the record in the effect's own "
-    "transaction."
+EFFECT_REPEATED = "before the activity's next line ran: the retried attempt made it again"
+RECORD_IS_NO_KEY = (
+    'a record written after an effect ("done") does not stop its repeat: send a key the '
+    "receiver checks, or write the record in the effect's own transaction."
 )
 
 
@@ -214,9 +213,12 @@ class Report:
                 some = ", ".join(shown(b) for b in boundaries[:NOTES_LISTED])
                 lines.append(f"not tested: {len(boundaries)} boundaries ({some}, …): {shown(why)}")
         lines += [f"note: {shown(w)}" for w in self.warnings]
-        inside = [c.crash_at for c in self.failed if c.crash_at.startswith(f"{Moment.EFFECT}:")]
+        inside = [c for c in self.failed if c.crash_at.startswith(f"{Moment.EFFECT}:")]
+        for c in inside:
+            said = f"killed after {killed_after(c.activity)}, {EFFECT_REPEATED} ({c.diff})"
+            lines.append(f"note: {shown(c.crash_at)}: {shown(said)}")
         if inside:
-            lines.append(f"note: {shown(', '.join(inside))}: {EFFECT_REPEATED}")
+            lines.append(f"note: {RECORD_IS_NO_KEY}")
         return "\n".join(lines)
 
     def summary(self) -> str:

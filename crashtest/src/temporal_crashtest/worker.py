@@ -25,6 +25,7 @@ from datetime import timedelta
 
 from temporalio.worker import Worker
 
+from temporal_crashtest._commits import install as watch_commits
 from temporal_crashtest._connect import connect
 from temporal_crashtest._errors import CrashPointError, InputError, ServerUnreachable
 from temporal_crashtest._exits import EXIT_BAD_INPUT, exit_now
@@ -86,6 +87,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 async def serve(args: argparse.Namespace) -> int:
     point = CrashSite.parse(args.crash_at) if args.crash_at else None
+    watch_commits()  # before the user's code imports a database library's names
     factory = load_callable(args.worker, "--worker")
     converter = load_data_converter(args.data_converter)
     task_timeout = timedelta(seconds=args.task_timeout_s) if args.task_timeout_s else None
