@@ -144,6 +144,26 @@ def test_crash_points_are_parsed() -> None:
     assert str(CrashSite.parse("effect:place_order.2")) == "effect:place_order.2"
     with pytest.raises(CrashPointError, match="one worker crashes itself once"):
         CrashSite.parse("after-effect:3*2")
+    with pytest.raises(CrashPointError, match="one worker crashes itself once"):
+        CrashSite.parse("after-effect")
+
+
+def test_a_moment_alone_is_its_every_point() -> None:
+    """`--points after-effect,after-checkpoint` leaves the points inside activities out (and
+    `effect` alone takes only them); a moment alone joins the points named one by one."""
+    ref = reference()
+    said = [{"scope": "@1", "position": 2, "attempt": 1, "what": "sent"}]
+    ref = Reference(ref.observed, ref.tree.with_effects(said))
+    assert str(CrashPoint.parse("after-effect")) == "after-effect"
+    every, _ = ref.every_point()
+    chosen, untested = ref.select(["after-effect", "after-checkpoint"])
+    assert chosen == [p for p in every if p.moment is not Moment.EFFECT]
+    assert [u.boundary for u in untested] == [u.boundary for u in ref.every_point()[1]]
+    chosen, untested = ref.select(["effect", "in-task:1"])
+    assert [p.crash_at for p in chosen] == ["effect:2.1", "in-task:1"]
+    assert "run 1: Child/charge" in [u.boundary for u in untested]
+    with pytest.raises(CrashPointError, match=re.escape("a reset names its boundary (reset:N)")):
+        CrashPoint.parse("reset")
 
 
 def test_each_moment_answers_what_the_code_asks() -> None:

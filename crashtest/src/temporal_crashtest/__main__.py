@@ -163,8 +163,10 @@ def _how_to_crash(add: Add) -> None:
     defaults = f"{', '.join(most)} and {last}"
     add(
         "--points",
-        help=f"only these crash points, comma-separated (default: every {defaults}; effect: each "
-        f"effect an activity said it made, temporal_crashtest.effect): {GLOSSARY}",
+        help=f"only these crash points, comma-separated (default: every {defaults}; a moment "
+        "alone, as after-effect, is its every point; effect: each effect an activity made — a "
+        "committed database write, an answered request with --http, a "
+        f"temporal_crashtest.effect): {GLOSSARY}",
     )
     add("--repeat", type=int, default=1, help="crash this many workers in a row at each point")
     add("--jobs", type=int, default=default_jobs(), help="cells run at once")

@@ -196,7 +196,7 @@ class CrashSite:
 
     @classmethod
     def of(cls, point: CrashPoint) -> CrashSite:
-        if not point.moment.kills_a_worker or point.repeat > 1:
+        if not point.moment.kills_a_worker or point.repeat > 1 or point.every_boundary:
             moments = ", ".join(m.form for m in Moment if m.kills_a_worker)
             raise CrashPointError(f"{point}: one worker crashes itself once, at {moments}")
         if point.position is None:

@@ -225,12 +225,15 @@ class Reference:
         it."""
         return {f"{b.scope}:{b.position}": b.label for b in self.boundaries}
 
-    def every_point(self, repeat: int = 1) -> tuple[list[CellPoint], list[Untested]]:
-        """after-effect at every boundary, after-checkpoint at every one whose completion the
-        run goes on from (after the last, when the run without a crash only ended there, a
-        kill could repeat nothing: it is listed as not tested, with why)."""
+    def every_point(
+        self, repeat: int = 1, moments: list[Moment] | None = None
+    ) -> tuple[list[CellPoint], list[Untested]]:
+        """The points of `moments` (the default set's) at every boundary: effect at each of its
+        effects, after-effect at each, after-checkpoint at every one whose completion the run
+        goes on from (after the last, when the run without a crash only ended there, a kill
+        could repeat nothing: it is listed as not tested, with why)."""
         points, untested = [], []
-        for moment in Moment.default_set():
+        for moment in Moment.default_set() if moments is None else moments:
             for b in self.boundaries:
                 if moment.kills_at_an_effect:  # one a kill at each effect it said it made
                     effects = range(1, len(b.effects) + 1)
@@ -318,14 +321,17 @@ class Reference:
         """The crash points named, or all of them; and what is left untested."""
         if points is None:
             chosen, untested = self.every_point(repeat)
-        else:
-            chosen = list(dict.fromkeys(self.resolve(p, repeat) for p in points))
-            crashed = {c.boundary.number for c in chosen}
-            untested = [
-                Untested(b.label, "not among the crash points asked for (--points)")
-                for b in self.boundaries
-                if b.number not in crashed
-            ]
+            return chosen, [*self.tree.untested, *untested]
+        whole = [p.moment for p in map(CrashPoint.parse, points) if p.every_boundary]
+        chosen, untested = self.every_point(repeat, whole) if whole else ([], [])
+        named = [p for p in points if not CrashPoint.parse(p).every_boundary]
+        chosen = list(dict.fromkeys([*chosen, *(self.resolve(p, repeat) for p in named)]))
+        crashed = {c.boundary.number for c in chosen}
+        untested += [
+            Untested(b.label, "not among the crash points asked for (--points)")
+            for b in self.boundaries
+            if b.number not in crashed
+        ]
         return chosen, [*self.tree.untested, *untested]
 
 

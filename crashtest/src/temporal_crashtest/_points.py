@@ -18,6 +18,7 @@ N is a position in scheduling order, 1-based, or an activity type name as the hi
 (`after-effect:charge` is the first `charge`, `after-effect:charge#2` the second), or the label
 crashtest prints for a boundary (`run 2: notify`, `ChargeChild/charge`). A `*R` suffix
 (`after-effect:3*2`) crashes the worker that takes over at the same point too, R crashes in all.
+A moment alone (`after-effect`) is its point at every boundary, as the default set makes them.
 Standard library only.
 
 What a moment means is answered here, by `Moment`, and nowhere else: whether a worker kills
@@ -201,7 +202,7 @@ _EFFECT_LABEL = re.compile(
 _FORMS = [m.form for m in Moment]
 SYNTAX = (
     f"{', '.join(_FORMS[:-1])} or {_FORMS[-1]}, N a position (1, 2, ...), an activity name "
-    "or a boundary's label, with *R to crash R times"
+    "or a boundary's label, with *R to crash R times; or a moment alone, for its every point"
 )
 GLOSSARY = "; ".join(f"{m.form} ({m.dies})" for m in Moment)
 MAX_REPEAT = 5
@@ -222,7 +223,15 @@ class CrashPoint:
     effect: int = 0  # an `effect` point's K: the boundary's K-th effect (0: another moment)
     text: str = field(default="", compare=False)  # as written (matched against labels)
 
+    @property
+    def every_boundary(self) -> bool:
+        """Written as its moment alone (`after-effect`): the moment's point at every boundary,
+        as the default set makes them."""
+        return self.position is None and self.activity is None
+
     def __str__(self) -> str:
+        if self.every_boundary:
+            return self.moment.value
         if self.position is not None:
             target = str(self.position)
         else:
@@ -238,6 +247,10 @@ class CrashPoint:
     def parse(cls, text: str) -> CrashPoint:
         moment_text, colon, target = text.strip().partition(":")
         target = target.strip()
+        if not colon and moment_text in {m.value for m in Moment}:
+            if not Moment(moment_text).kills_a_worker:
+                raise CrashPointError(f"{text!r}: a {moment_text} names its boundary ({text}:N)")
+            return cls(moment=Moment(moment_text))
         if moment_text not in {m.value for m in Moment} or not colon or not target:
             raise CrashPointError(f"unknown crash point {text!r}; expected {SYNTAX}")
         moment = Moment(moment_text)
