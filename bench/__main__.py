@@ -2,8 +2,9 @@
 
 `python -m bench --crashtest`: how long a whole crash test takes, grouped (the default) and
 `--exact`, and how it grows with the number of boundaries (points, groups, runs, wall time,
-seconds per point, the Temporal server's CPU); a deploy crash test against both, and its replay
-pass in milliseconds per boundary.
+seconds per point, the Temporal server's CPU); what the points inside activities (after each
+effect) cost, against the same test without them; a deploy crash test against both, and its
+replay pass in milliseconds per boundary.
 
 Every figure is measured in this one run, on the same Postgres and Temporal server, so the ratios
 between them hold even on a shared, noisy machine where absolute times drift.
@@ -131,6 +132,7 @@ async def scale(args: argparse.Namespace) -> int:
 
 async def crashtests(args: argparse.Namespace) -> int:
     from bench.crashtest_speed import (
+        EFFECTS_WEIGHED_UP_TO,
         GROCERY,
         CrashtestError,
         Timing,
@@ -152,13 +154,17 @@ async def crashtests(args: argparse.Namespace) -> int:
             TEMPORAL_ADDRESS=server.address,
         )
         tests: list[tuple[str, list[str], int, tuple[str, ...]]] = [
-            ("grocery agent", GROCERY, runs, ("grouped", "exact")),
+            ("grocery agent", GROCERY, runs, ("grouped", "exact", "boundaries")),
             ("unkeyed sequence of 20", sequence(20, "unkeyed_worker"), runs, ("grouped", "exact")),
         ]
         for size in args.sizes:
             chosen = ["grouped"] + ["exact"] * (size <= args.exact_up_to)
             chosen += ["deploy" if size <= args.deploy_up_to else "replay"]
-            tests.append((f"sequence of {size}", sequence(size), 1, tuple(chosen)))
+            weighed = size <= EFFECTS_WEIGHED_UP_TO  # a ratio of medians: `runs` samples each
+            chosen += ["boundaries"] * weighed
+            tests.append(
+                (f"sequence of {size}", sequence(size), runs if weighed else 1, tuple(chosen))
+            )
         try:
             for target, command, n, modes in tests:
                 timings += await measure(target, command, env, n, out, server, progress, modes)

@@ -39,11 +39,15 @@ from infra.temporal_server import temporal_binary
 
 GROCERY = grocery_crashtest_args("bench")
 DEPLOY_TO = ["--deploy-to", "examples.shapes.sequence:keyed_worker"]  # the same code, deployed
+EFFECTS_WEIGHED_UP_TO = 50  # boundaries: up to this, a sequence is also run without effect points
 MODES = {
     "grouped": [],
     "exact": ["--exact"],
     "deploy": DEPLOY_TO,  # every point a run of its own, after the replay pass
     "replay": [*DEPLOY_TO, "--points", "after-effect:1"],  # the replay pass, and one cell
+    # Grouped, without the points inside activities (after each effect): the default set before
+    # them, to weigh what they cost beside the default's time in the same bench run.
+    "boundaries": ["--points", "after-effect,after-checkpoint"],
 }
 
 
@@ -244,14 +248,18 @@ async def measure(
             progress(f"crashtest {target}: {mode} run {i + 1}/{runs}")
             path = out / f"{target.replace(' ', '-')}-{mode}-{i}.json"
             samples[mode].append(await _one([*args, *MODES[mode]], env, path, server))
+    some = ("replay", "boundaries")  # one point only; the points but the effect ones
     verdicts = {
         tuple(sorted(s.verdicts))
         for mode, group in samples.items()
         for s in group
-        if mode != "replay"  # one point only
+        if mode not in some
     }
     if len(verdicts) != 1:
         raise CrashtestError(f"crashtest {target}: the verdicts differ between runs: {verdicts}")
+    (every,) = verdicts
+    if any(not set(s.verdicts) <= set(every) for s in samples.get("boundaries", [])):
+        raise CrashtestError(f"crashtest {target}: without the effect points, verdicts differ")
     return [_timing(target, mode, group) for mode, group in samples.items()]
 
 
@@ -293,8 +301,9 @@ def _row(t: Timing) -> list[str]:
 
 
 def ratios(timings: list[Timing]) -> list[str]:
-    """grouped / exact for every target measured both ways (wall and server CPU); a deploy test
-    against both; the replay pass per boundary."""
+    """grouped / exact for every target measured both ways (wall and server CPU); grouped
+    against grouped without the effect points; a deploy test against both; the replay pass per
+    boundary."""
     by = {(t.target, t.mode): t for t in timings}
     out = []
     for t in timings:
@@ -308,6 +317,12 @@ def ratios(timings: list[Timing]) -> list[str]:
             out.append(
                 f"{t.target}: deploy test / plain = "
                 + ", ".join(f"{t.median_s / p.median_s:.2f}x {p.mode}" for p in plain)
+            )
+        bare = by.get((t.target, "boundaries"))
+        if t.mode == "grouped" and bare is not None:
+            out.append(
+                f"{t.target}: every point / without the effect points = "
+                f"{t.median_s / bare.median_s:.2f}x wall ({t.points} / {bare.points} points)"
             )
         exact = by.get((t.target, "exact"))
         if t.mode == "grouped" and exact is not None:
