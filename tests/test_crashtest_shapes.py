@@ -595,6 +595,8 @@ def test_every_commit_kind(shapes: BothWays) -> None:
         mark = "COMMIT marks" if activity.startswith("sqlite") else marks
         assert f"{activity}: 2 effect(s): {order}, {mark}" in done.stderr, done.stderr
     named = {c["crash_at"]: c["activity"] for c in report["cells"] if not c["matches"]}
+    # The activity killed inside is not "in flight" beside itself (it runs alone here).
+    assert not any(c["in_flight"] for c in report["cells"] if c["crash_at"].startswith("effect"))
     assert named == {
         "effect:1.1": "psycopg_order, effect 1 (COMMIT example_effects)",
         "effect:2.1": "asyncpg_order, effect 1 (COMMIT example_effects)",

@@ -436,9 +436,8 @@ class _Effects:
             and site.names(stamp)
             and crash.workflow_id in (None, stamp.root)
         ):
-            crash.kill(
-                site, f"{stamp.label()} made effect {self.made} ({what}); its next line unrun"
-            )
+            where = f"{stamp.label()} made effect {self.made} ({what}); its next line unrun"
+            crash.kill(site, where, itself=stamp)
 
 
 class _CrashingActivity(worker.ActivityInboundInterceptor):
@@ -515,10 +514,18 @@ class CrashInterceptor(client.Interceptor, worker.Interceptor):
         self.attempts: dict[int, Attempt] = {}  # their attempts
         self.ids = itertools.count()
 
-    def kill(self, site: CrashSite, where: str, also: Attempt | None = None) -> None:
+    def kill(
+        self,
+        site: CrashSite,
+        where: str,
+        also: Attempt | None = None,
+        itself: Stamp | None = None,
+    ) -> None:
+        """SIGKILL this process at `site`, saying what it held: the attempts (and `also`, one
+        that returned), and the boundaries in flight but `itself` (the one killed inside)."""
         with workflow.unsafe.sandbox_unrestricted():
             held = [*self.attempts.values(), *([also] if also else [])]
-            running = list(self.running.values())
+            running = [s for s in self.running.values() if s is not itself]
             self.status.send(
                 "crash",
                 in_flight=[{"scope": s.scope, "position": s.position} for s in running],
