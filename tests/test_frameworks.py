@@ -268,7 +268,8 @@ def test_the_http_observer_gives_the_hand_written_verdicts(
 ) -> None:
     """At each point of HTTP_COMPARED's crash tests, the HTTP requests' view and the hand-written
     observer's differ from their reference views alike (but for a point failed in a race with a
-    parallel sibling); and neither planted secret is in any output, report or record."""
+    parallel sibling, and a kill between the ledger's row and the request); and neither planted
+    secret is in any output, report or record."""
     assert service.received["POST /effects"] and service.received["POST /v1/chat/completions"]
     table = {}
     for variant in HTTP_COMPARED:
@@ -277,7 +278,15 @@ def test_the_http_observer_gives_the_hand_written_verdicts(
         table[variant] = {"http": by_http, "observe": by_observer}
         assert by_http and by_http.keys() == by_observer.keys(), run[0].stderr
         differ = {p for p in by_http if by_http[p] != by_observer[p]}
-        assert not differ - racing(run, differ), table[variant]
+        # Killed between an activity's two effects — its ledger row committed (its effect 1),
+        # its request not yet sent — the row repeats and the request does not: the hand-written
+        # observer sees the repeat, the HTTP one cannot. Everywhere else the two agree.
+        between = {
+            p
+            for p in differ
+            if p.startswith("effect:") and p.endswith(".1") and by_http[p] and not by_observer[p]
+        }
+        assert not differ - between - racing(run, differ), table[variant]
         # Some points are caught (the model calls, and the unkeyed tools), and some not.
         assert any(by_http.values()) and not all(by_http.values()), table[variant]
     print(json.dumps(table, indent=1))
