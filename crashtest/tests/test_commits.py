@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from temporal_crashtest import _commits as commits
 from temporal_crashtest._commits import command_of, install, table_of, tag_of
 from temporal_crashtest._effects import attempting, done
 
@@ -103,3 +104,21 @@ def test_commands_and_tags() -> None:
     assert tag_of("UPDATE 0") == ("UPDATE", 0)
     assert tag_of("COMMIT") == ("COMMIT", 0)
     assert tag_of(None) == ("", 0)
+
+
+def test_a_driver_it_cannot_patch_is_one_line_not_a_failed_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A driver's version whose calls are not the ones patched: its commits are not points,
+    said in one line; the worker starts."""
+    (tmp_path / "odd_driver_watch.py").write_text(
+        "def install():\n    raise AttributeError(\"'Connection' has no attribute 'commit'\")\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(commits, "KINDS", {"json": "odd_driver_watch"})
+    install()
+    said = capsys.readouterr().err.strip().splitlines()
+    assert said == [
+        "crashtest: json's commits are not crash points in this worker (AttributeError: "
+        "'Connection' has no attribute 'commit'); mark them with temporal_crashtest.effect"
+    ]

@@ -34,6 +34,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import re
+import sys
 import weakref
 from typing import Any
 
@@ -60,11 +61,21 @@ _pending: weakref.WeakKeyDictionary[Any, list[str]] = weakref.WeakKeyDictionary(
 
 
 def install() -> None:
-    """Watch the commits of every library of `KINDS` this process can import (once)."""
+    """Watch the commits of every library of `KINDS` this process can import (once). A version
+    whose calls are not the ones patched is said in one line, and its commits are not seen."""
     for library, module in KINDS.items():
-        if library not in _installed and importlib.util.find_spec(library) is not None:
+        if library in _installed or importlib.util.find_spec(library) is None:
+            continue
+        _installed.add(library)
+        try:
             importlib.import_module(module).install()
-            _installed.add(library)
+        except Exception as err:  # a driver's version whose calls are not those patched
+            print(
+                f"crashtest: {library}'s commits are not crash points in this worker "
+                f"({type(err).__name__}: {err}); mark them with temporal_crashtest.effect",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def table_of(query: str) -> str:
