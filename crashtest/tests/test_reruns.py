@@ -104,3 +104,28 @@ def test_a_replay_slowed_by_load_is_run_again_grouped_or_exact(
         notes = [n for c in cells for n in c["fast_forward"]]
         assert any("deadlock check (a loaded machine)" in n for n in notes), (mode, notes)
         assert (tmp_path / f"{mode}.slow").read_text() == "0"
+
+
+def test_an_attempt_a_timeout_ended_on_a_live_worker_is_seen(
+    app_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The run without a crash is run again while an attempt of it still ran on its live worker
+    when the server began the next (apps/overrun_app.py: a timeout ended it, and its effect
+    happens beside its retry's), and says so if every run does. The history cannot tell: the
+    last attempt's failure is a refusal, and a crash test compared every cell with a state that
+    held a repeat already (19 of 20 cells ✗ on a loaded machine)."""
+    report = tmp_path / "report.json"
+    command = [sys.executable, "-m", "temporal_crashtest", "run", "--worker", "overrun_app:build",
+               "--workflow", "overrun_app:OverrunWorkflow", "--input", '"milk"',
+               "--observe", "overrun_app:notes_of", "--points", "after-checkpoint:1",
+               "--json", str(report)]  # fmt: skip
+    done = subprocess.run(command, env=app_env, cwd=tmp_path, text=True, capture_output=True)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(report.read_text())
+    assert found["reference"] == ["milk", "milk"]  # attempt 1's note, late, and attempt 3's
+    (warning,) = found["warnings"]
+    assert f"in each of {LOADED_RERUNS + 1} runs" in warning, warning
+    assert "slow_note's attempt 1 still ran when attempt 2 began" in warning, warning
+    # The cell's run overran as the reference did: by design, not load; no rerun.
+    (cell,) = found["cells"]
+    assert cell["matches"] and not any("ran again" in n for n in cell["fast_forward"]), cell

@@ -45,6 +45,7 @@ class Outcome:
     recovery: Recovery = field(default_factory=Recovery)
     fast_forward: tuple[str, ...] = ()  # the first kill's, the lost attempts', the reruns'
     effects: tuple[dict[str, Any], ...] = ()  # the effects its activities said (`_effects`)
+    overran: tuple[str, ...] = ()  # attempts a timeout ended while a live worker ran them
 
     @property
     def crashes(self) -> int:
@@ -89,6 +90,14 @@ class _CrashedRun:
         """The effects the run's activities said they made (`_effects`), as its workers heard."""
         return tuple(
             e for w in self.workers for e in w.status.effects if e["root"] == self.workflow_id
+        )
+
+    def overran(self) -> tuple[str, ...]:
+        """The attempts its workers still ran when the server began their next (`_status`)."""
+        return tuple(
+            f"{o['activity_type']}'s attempt {o['attempt']} still ran when attempt {o['by']} began"
+            for w in self.workers
+            for o in w.status.overran
         )
 
     def killed(self, point: CellPoint, stage: int, current: Worker, run: Started) -> bool:
@@ -166,7 +175,8 @@ async def crashed_run(
         return outcome
     tree = read_tree(await session.histories(run.handle), outcome.served)
     one = stages[0] if len(set(stages)) == 1 else None  # a group: no one point's
-    recovery = read_waits(tree, kills, one, reference, short, fast, lost_ended)
+    overran = len(outcome.overran)
+    recovery = read_waits(tree, kills, one, reference, short, fast, lost_ended, overran)
     return replace(outcome, recovery_s=ended_at - kills[0].seen_at, recovery=recovery)
 
 
@@ -193,6 +203,7 @@ def _so_far(this: _CrashedRun, run: Started | None, kills: list[Kill], lost: lis
         kills=tuple(kills),
         fast_forward=notes,
         effects=this.said(),
+        overran=this.overran(),
     )
 
 

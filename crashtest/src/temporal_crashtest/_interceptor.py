@@ -455,6 +455,29 @@ class _CrashingActivity(worker.ActivityInboundInterceptor):
             activity_id=info.activity_id,
             attempt=info.attempt,
         )
+        activity_of = (info.workflow_run_id or "", info.activity_id)
+        running = self.crash.running_attempts.setdefault(activity_of, set())
+        if running:
+            # An earlier attempt still runs here, yet the server began this one: a timeout
+            # ended it on a live worker (no heartbeat in time, a loaded machine), and it goes
+            # on beside its retry. The history keeps only the last attempt's failure.
+            self.crash.status.send(
+                "overran",
+                workflow_id=info.workflow_id or "",
+                activity_id=info.activity_id,
+                activity_type=info.activity_type,
+                attempt=min(running),
+                by=info.attempt,
+            )
+        running.add(info.attempt)
+        try:
+            return await self._stamped(input, info)
+        finally:
+            running.discard(info.attempt)
+            if not running:
+                self.crash.running_attempts.pop(activity_of, None)
+
+    async def _stamped(self, input: worker.ExecuteActivityInput, info: activity.Info) -> Any:
         stamp = decode_stamp(input.headers.get(STAMP_HEADER))
         if stamp is None:
             return await super().execute_activity(input)
@@ -512,6 +535,8 @@ class CrashInterceptor(client.Interceptor, worker.Interceptor):
         self.task_timeout = task_timeout  # for the child workflows and the chain's next runs
         self.running: dict[int, Stamp] = {}  # activities executing in this process now
         self.attempts: dict[int, Attempt] = {}  # their attempts
+        # (run id, activity id) -> the attempts of it running here now (any activity)
+        self.running_attempts: dict[tuple[str, str], set[int]] = {}
         self.ids = itertools.count()
 
     def kill(

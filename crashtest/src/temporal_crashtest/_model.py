@@ -195,6 +195,7 @@ class Reference:
     end: str = "completed"
     deployed: Reference | None = None
     pinned: str | None = None  # a deploy test's one version a crashed run must end as
+    overran: tuple[str, ...] = ()  # attempts a timeout ended on a live worker (by design)
 
     def differs(self, end: str, observed: Any) -> str | None:
         """How a crashed run that ended `end` in the state `observed` differs from the run

@@ -170,14 +170,17 @@ def read_waits(
     short: timedelta | None,
     fast: bool,
     lost: Sequence[ActivityOf] = (),
+    overran: int = 0,
 ) -> Recovery:
     """The recovery of the crashed run `tree` (a group's run, `point` None: only whether
-    anything happened that no kill explains; `lost`: the attempts ended at once as lost)."""
+    anything happened that no kill explains; `lost`: the attempts ended at once as lost;
+    `overran`: the attempts a timeout ended while a live worker still ran them)."""
     killed = {k.identity for k in kills}
     by_design = activity_attempts(reference.tree.runs) if reference else None
     # Fast-forwarded, a kill is known to have ended only the attempts its worker held.
     ended = Counter([*(a for k in kills for a in k.held), *lost]) if fast else None
     unexplained = unexplained_activity_attempts(tree.runs, [k.at for k in kills], by_design, ended)
+    unexplained += max(0, overran - len(reference.overran if reference else ()))
     if short is not None:
         unexplained += unexplained_task_timeouts(tree.runs, killed)
     crashed = tree.run(point.boundary.scope) if point else None

@@ -75,14 +75,15 @@ class Runner:
             assert run.handle is not None
             tree = read_tree(await self.session.histories(run.handle), run.served)
             tree = tree.with_effects(list(run.effects))
-            if not (marks := timeouts_without_a_kill(tree.runs)):
+            if not (marks := timeouts_without_a_kill(tree.runs) + len(run.overran)):
                 break
             # A timeout no kill caused: on a loaded machine, a live worker's heartbeat came late
             # and its attempt ran again (an unkeyed effect twice). Not the state to compare with.
             if again == LOADED_RERUNS:
+                overran = "".join(f"; {o}" for o in run.overran)
                 tree.warnings.append(
                     f"the run without a crash had {marks} timeout(s) that no kill caused in each "
-                    f"of {LOADED_RERUNS + 1} runs: by design, or a loaded machine"
+                    f"of {LOADED_RERUNS + 1} runs{overran}: by design, or a loaded machine"
                 )
         assert tree is not None
         if not tree.boundaries:
@@ -90,7 +91,8 @@ class Runner:
                 "the workflow ran no activities and no local activities: there is nothing to "
                 "crash" + "".join(f"; {u.boundary}: {u.why}" for u in tree.untested)
             )
-        reference = Reference(await self.observe(run.workflow_id), tree, run.end)
+        observed = await self.observe(run.workflow_id)
+        reference = Reference(observed, tree, run.end, overran=run.overran)
         self.reference_workflow_id = self.reference_workflow_id or run.workflow_id
         await self._keep_timeline(run, reference)
         return reference

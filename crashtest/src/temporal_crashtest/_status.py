@@ -4,12 +4,15 @@ The crash test makes a FIFO per worker (`<log_dir>/<name>.status`) and passes it
 (`--status PATH`); the worker writes one JSON object a line to it: `{"event": "warm"}` once
 built, `{"event": "ready", "identity": ..., "sticky_s": ...}` once it polls, `{"event":
 "started", "workflow_id": ..., "activity_id": ..., "attempt": ...}` as it receives each activity
-attempt, `{"event": "task_failed", "run_id": ..., "message": ..., "at": ...}` as a workflow task
-fails on it (see `_task_failures`), `{"event": "effect", "root": ..., "scope": ..., "position":
-..., "attempt": ..., "what": ...}` as an activity says it made an effect (`_effects`), and
-`{"event": "crash", "in_flight": [...], "attempts": [...]}` just before it SIGKILLs itself. One
-writer a FIFO, its writes one at a time (a log record may come from a thread of the SDK's), so
-lines never interleave, whatever their length.
+attempt, `{"event": "overran", "workflow_id": ..., "activity_id": ..., "activity_type": ...,
+"attempt": ..., "by": ...}` as it receives attempt `by` while `attempt` of the same activity still
+runs on it (a timeout ended that one on a live worker), `{"event": "task_failed", "run_id": ...,
+"message": ..., "at": ...}` as a workflow task fails on it (see `_task_failures`), `{"event":
+"effect", "root": ..., "scope": ..., "position": ..., "attempt": ..., "what": ...}` as an
+activity says it made an effect (`_effects`), and `{"event": "crash", "in_flight": [...],
+"attempts": [...]}` just before it SIGKILLs itself. One writer a FIFO, its writes one at a time (a
+log record may come from a thread of the SDK's), so lines never interleave, whatever their
+length.
 The worker's log keeps the same facts in words, for a person; the crash test reads only this
 channel (`WorkerStatus`), as it comes, with no polling of files.
 """
@@ -55,6 +58,7 @@ class WorkerStatus:
         self.facts: dict[str, Any] = {}  # from "ready": the worker's identity, sticky timeout
         self.crash: dict[str, Any] | None = None  # from "crash": in flight, attempts held
         self.started: set[tuple[str, str, int]] = set()  # (workflow id, activity id, attempt)
+        self.overran: list[dict[str, Any]] = []  # each "overran" event, in order
         self.effects: list[dict[str, Any]] = []  # each "effect" event, in order
         # run id -> its latest failed workflow task: when (the worker's clock), and why
         self.task_failures: dict[str, tuple[float, str]] = {}
@@ -102,6 +106,8 @@ class WorkerStatus:
             self.started.add((str(where[0]), str(where[1]), int(where[2] or 0)))
         elif event == "effect":
             self.effects.append(message)
+        elif event == "overran":
+            self.overran.append(message)
         elif event == "task_failed":
             at = float(message.get("at") or 0.0)
             self.task_failures[str(message.get("run_id"))] = (at, str(message.get("message", "")))
