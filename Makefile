@@ -11,7 +11,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml crashtest/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e './crashtest[pytest,devserver]' -e '.[dev,frameworks]'
+	$(BIN)/pip install --quiet -e './crashtest[pytest,devserver,wire]' -e '.[dev,frameworks]'
 	touch $(STAMP)
 
 demo: $(STAMP)

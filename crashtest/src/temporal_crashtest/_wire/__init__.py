@@ -1,0 +1,12 @@
+"""The wire between a worker and the Temporal server, through a proxy the crash test runs.
+
+A worker written with any Temporal SDK (Go, Java, TypeScript, .NET, Ruby, PHP, Python) reaches
+the server only over gRPC; every moment the crash test kills at is a call on that wire (an
+activity's completion, a workflow task's commands). `forward.WireProxy` passes every call through
+untouched; `tasks.ActivityTasks` reads the activity tasks handed out and ended on it.
+"""
+
+from temporal_crashtest._wire.forward import Watcher, WireProxy
+from temporal_crashtest._wire.tasks import ActivityTask, ActivityTasks, TaskEnd
+
+__all__ = ["ActivityTask", "ActivityTasks", "TaskEnd", "Watcher", "WireProxy"]

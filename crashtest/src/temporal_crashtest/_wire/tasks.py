@@ -1,0 +1,95 @@
+"""What the wire says of a worker's activity tasks, in any SDK's words: each task handed out (an
+activity poll's answer, or an eager activity in the answer to a workflow task's commands: its
+task token, workflow, activity id, type and attempt) and how it ended on the worker (the
+request that completed, failed or cancelled it, found by its token).
+
+This is what a kill on the wire needs: "after an activity's effect" is the moment its worker
+sends `RespondActivityTaskCompleted` — the activity has run, the server does not know it yet —
+and ending a dead worker's attempt at once needs the task token the poll handed out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from temporalio.api.workflowservice.v1 import (
+    PollActivityTaskQueueResponse,
+    RespondActivityTaskCanceledRequest,
+    RespondActivityTaskCompletedRequest,
+    RespondActivityTaskFailedRequest,
+    RespondWorkflowTaskCompletedResponse,
+)
+
+from temporal_crashtest._wire.forward import Watcher
+
+SERVICE = "/temporal.api.workflowservice.v1.WorkflowService/"
+POLL_ACTIVITY = SERVICE + "PollActivityTaskQueue"
+# Eager activities: the answer to a workflow task's commands hands out the activities it
+# scheduled on the worker's own task queue, with no poll (SDKs ask for it by default).
+WORKFLOW_TASK_DONE = SERVICE + "RespondWorkflowTaskCompleted"
+_End = (
+    RespondActivityTaskCompletedRequest
+    | RespondActivityTaskFailedRequest
+    | RespondActivityTaskCanceledRequest
+)
+# How a worker ends an activity task, and the request that says it (each carries its token).
+ENDS: dict[str, tuple[str, type[_End]]] = {
+    SERVICE + "RespondActivityTaskCompleted": ("completed", RespondActivityTaskCompletedRequest),
+    SERVICE + "RespondActivityTaskFailed": ("failed", RespondActivityTaskFailedRequest),
+    SERVICE + "RespondActivityTaskCanceled": ("canceled", RespondActivityTaskCanceledRequest),
+}
+
+
+@dataclass(frozen=True)
+class ActivityTask:
+    """An activity attempt as a poll handed it to a worker."""
+
+    token: bytes
+    workflow_id: str
+    run_id: str
+    activity_id: str
+    activity_type: str
+    attempt: int
+
+
+@dataclass(frozen=True)
+class TaskEnd:
+    task: ActivityTask
+    how: str  # completed, failed, canceled
+
+
+class ActivityTasks(Watcher):
+    """Every activity task handed out through the proxy, and each end a worker sent for one."""
+
+    def __init__(self) -> None:
+        self.handed: dict[bytes, ActivityTask] = {}
+        self.ended: list[TaskEnd] = []
+
+    def task_of(self, method: str, request: bytes) -> tuple[ActivityTask, str] | None:
+        """The task a worker's request ends, and how (None: not an end, or a token never seen)."""
+        end = ENDS.get(method)
+        if end is None:
+            return None
+        how, kind = end
+        token = kind.FromString(request).task_token
+        task = self.handed.get(token)
+        return None if task is None else (task, how)
+
+    async def after(self, method: str, request: bytes, response: bytes) -> None:
+        if method == POLL_ACTIVITY:
+            self._hand(PollActivityTaskQueueResponse.FromString(response))
+        elif method == WORKFLOW_TASK_DONE:
+            for eager in RespondWorkflowTaskCompletedResponse.FromString(response).activity_tasks:
+                self._hand(eager)
+        elif (found := self.task_of(method, request)) is not None:
+            self.ended.append(TaskEnd(*found))
+
+    def _hand(self, answer: PollActivityTaskQueueResponse) -> None:
+        if answer.task_token:  # an empty answer: the long poll ended with no task
+            self.handed[answer.task_token] = ActivityTask(
+                token=answer.task_token,
+                workflow_id=answer.workflow_execution.workflow_id,
+                run_id=answer.workflow_execution.run_id,
+                activity_id=answer.activity_id,
+                activity_type=answer.activity_type.name,
+                attempt=answer.attempt,
+            )

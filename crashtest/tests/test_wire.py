@@ -1,0 +1,142 @@
+"""The proxy on the wire between a worker and the server (`_wire`), with a real Python worker and
+the dev server: every call passes through untouched — results, errors with their details, what is
+left of a deadline — and the activity tasks it hands out and their ends are read off the wire; a
+completion it drops never reaches the server, which runs the activity again (the kill on the wire
+to come: the worker dies with its completion unsent)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+
+import pytest
+from temporal_crashtest._wire import ActivityTasks, WireProxy
+from temporalio import activity, workflow
+from temporalio.api.workflowservice.v1 import PollActivityTaskQueueRequest
+from temporalio.client import Client
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+from temporalio.worker import Worker
+
+pytestmark = pytest.mark.servers
+
+RAN: list[int] = []  # the attempts of `note` that ran, in this process
+
+
+@activity.defn
+async def note(text: str) -> str:
+    RAN.append(activity.info().attempt)
+    return text.upper()
+
+
+@workflow.defn
+class NoteWorkflow:
+    @workflow.run
+    async def run(self, text: str) -> str:
+        return await workflow.execute_activity(
+            note,
+            text,
+            start_to_close_timeout=timedelta(seconds=2),
+            retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=100)),
+        )
+
+
+class DropFirstAttempt(ActivityTasks):
+    """Drops every end a worker sends for an attempt 1: the server never hears it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dropped = 0
+
+    async def before(self, method: str, request: bytes) -> bool:
+        found = self.task_of(method, request)
+        if found is not None and found[0].attempt == 1:
+            self.dropped += 1
+            return False
+        return True
+
+
+async def _through(
+    address: str, watcher: ActivityTasks, test: Callable[[WireProxy], Awaitable[None]]
+) -> None:
+    proxy = WireProxy(address, [watcher])
+    await proxy.start()
+    try:
+        await asyncio.wait_for(test(proxy), 60)
+    finally:
+        await proxy.stop()
+
+
+async def _run(client: Client) -> str:
+    queue = f"wire-{uuid.uuid4().hex[:8]}"
+    async with Worker(client, task_queue=queue, workflows=[NoteWorkflow], activities=[note]):
+        return await client.execute_workflow(
+            NoteWorkflow.run, "milk", id=f"wire-{uuid.uuid4().hex[:8]}", task_queue=queue
+        )
+
+
+def test_a_run_through_the_proxy_and_its_tasks_on_the_wire(temporal_address: str) -> None:
+    tasks = ActivityTasks()
+
+    async def test(proxy: WireProxy) -> None:
+        RAN.clear()
+        assert await _run(await Client.connect(proxy.address)) == "MILK"
+        assert proxy.calls > 5
+
+    asyncio.run(_through(temporal_address, tasks, test))
+    (task,) = tasks.handed.values()
+    assert (task.activity_type, task.activity_id, task.attempt) == ("note", "1", 1)
+    (end,) = tasks.ended
+    assert end.task == task and end.how == "completed" and RAN == [1]
+
+
+def test_errors_and_their_details_come_back_as_sent(temporal_address: str) -> None:
+    async def test(proxy: WireProxy) -> None:
+        client = await Client.connect(proxy.address)
+        workflow_id, queue = f"wire-{uuid.uuid4().hex[:8]}", "wire-nobody"
+        await client.start_workflow(NoteWorkflow.run, "x", id=workflow_id, task_queue=queue)
+        # The SDK raises this only from the status's details (its failure's type).
+        with pytest.raises(WorkflowAlreadyStartedError):
+            await client.start_workflow(NoteWorkflow.run, "x", id=workflow_id, task_queue=queue)
+        with pytest.raises(RPCError) as missing:
+            await client.get_workflow_handle("wire-no-such-run").describe()
+        assert missing.value.status == RPCStatusCode.NOT_FOUND
+        await client.get_workflow_handle(workflow_id).terminate()
+
+    asyncio.run(_through(temporal_address, ActivityTasks(), test))
+
+
+def test_a_long_poll_ends_at_its_callers_deadline(temporal_address: str) -> None:
+    async def test(proxy: WireProxy) -> None:
+        client = await Client.connect(proxy.address)
+        poll = PollActivityTaskQueueRequest(namespace="default")
+        poll.task_queue.name = f"wire-empty-{uuid.uuid4().hex[:8]}"
+        began = time.monotonic()
+        try:  # the server refuses a long poll with less than 2 s to go
+            answer = await client.workflow_service.poll_activity_task_queue(
+                poll, retry=False, timeout=timedelta(seconds=3)
+            )
+            assert not answer.task_token
+        except RPCError as err:
+            assert err.status == RPCStatusCode.DEADLINE_EXCEEDED, err
+        assert 2 < time.monotonic() - began < 8  # not the server's 60 s long poll
+
+    asyncio.run(_through(temporal_address, ActivityTasks(), test))
+
+
+def test_a_dropped_completion_never_reaches_the_server(temporal_address: str) -> None:
+    """The activity ran and its worker sent the completion; dropped on the wire, the server
+    times attempt 1 out and runs attempt 2: the effect twice, as after a kill at that moment."""
+    dropping = DropFirstAttempt()
+
+    async def test(proxy: WireProxy) -> None:
+        RAN.clear()
+        assert await _run(await Client.connect(proxy.address)) == "MILK"
+
+    asyncio.run(_through(temporal_address, dropping, test))
+    assert dropping.dropped >= 1 and RAN == [1, 2]
+    assert [(e.task.attempt, e.how) for e in dropping.ended] == [(2, "completed")]
