@@ -2,18 +2,23 @@
 the dev server: every call passes through untouched — results, errors with their details, what is
 left of a deadline — and the activity tasks it hands out and their ends are read off the wire; a
 completion it drops never reaches the server, which runs the activity again (the kill on the wire
-to come: the worker dies with its completion unsent)."""
+to come: the worker dies with its completion unsent); and a worker run as a command, killed
+there, its process group and all."""
 
 from __future__ import annotations
 
 import asyncio
+import signal
+import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
-from temporal_crashtest._wire import ActivityTasks, WireProxy
+from conftest import APPS
+from temporal_crashtest._wire import ActivityTasks, KillAtCompletion, WireProxy, kill_group
 from temporalio import activity, workflow
 from temporalio.api.workflowservice.v1 import PollActivityTaskQueueRequest
 from temporalio.client import Client
@@ -140,3 +145,44 @@ def test_a_dropped_completion_never_reaches_the_server(temporal_address: str) ->
     asyncio.run(_through(temporal_address, dropping, test))
     assert dropping.dropped >= 1 and RAN == [1, 2]
     assert [(e.task.attempt, e.how) for e in dropping.ended] == [(2, "completed")]
+
+
+@pytest.mark.parametrize(("keyed", "notes"), [(False, ["milk", "milk", "eggs"]),
+                                              (True, ["milk", "eggs"])])  # fmt: skip
+def test_a_worker_command_killed_on_the_wire(
+    app_env: dict[str, str], tmp_path: Path, keyed: bool, notes: list[str]
+) -> None:
+    """A worker started as a command (apps/command_worker.py, through the proxy's address in
+    TEMPORAL_ADDRESS) is SIGKILLed, its whole process group, as it sends the first activity's
+    completion; a fresh command takes over after the attempt's 2 s timeout. Unkeyed, the note
+    is written twice, as the in-process kill at after-effect:1 shows; keyed, once."""
+    env = {**app_env, "TEMPORAL_TASK_QUEUE": f"wire-{uuid.uuid4().hex[:8]}"}
+    env |= {"NOTES_KEYED": "1"} if keyed else {}
+    command = [sys.executable, str(APPS / "command_worker.py")]
+    killing = KillAtCompletion(nth=1)
+    workflow_id = f"wire-{uuid.uuid4().hex[:8]}"
+
+    async def test(proxy: WireProxy) -> None:
+        through = {**env, "TEMPORAL_ADDRESS": proxy.address}
+        first = await asyncio.create_subprocess_exec(
+            *command, env=through, cwd=tmp_path, start_new_session=True
+        )
+        killing.arm(first.pid)
+        client = await Client.connect(env["TEMPORAL_ADDRESS"])
+        run = await client.start_workflow(
+            "TwoNotes", ["milk", "eggs"], id=workflow_id, task_queue=env["TEMPORAL_TASK_QUEUE"]
+        )
+        assert await first.wait() == -signal.SIGKILL
+        second = await asyncio.create_subprocess_exec(
+            *command, env=through, cwd=tmp_path, start_new_session=True
+        )
+        try:
+            assert await run.result() == 2
+        finally:
+            kill_group(second.pid)
+            await second.wait()
+
+    asyncio.run(_through(app_env["TEMPORAL_ADDRESS"], killing, test))
+    assert killing.killed is not None and killing.killed.activity_id == "1"
+    written = (tmp_path / f"{workflow_id}.txt").read_text().splitlines()  # notes_app's file
+    assert [line.split(" ", 1)[1] for line in written] == notes
