@@ -2,12 +2,13 @@
 the dev server: every call passes through untouched — results, errors with their details, what is
 left of a deadline — and the activity tasks it hands out and their ends are read off the wire; a
 completion it drops never reaches the server, which runs the activity again (the kill on the wire
-to come: the worker dies with its completion unsent); and a worker run as a command, killed
-there, its process group and all."""
+to come: the worker dies with its completion unsent); and a worker run as a command, in Python
+or TypeScript, killed there, its process group and all."""
 
 from __future__ import annotations
 
 import asyncio
+import shutil
 import signal
 import sys
 import time
@@ -147,18 +148,37 @@ def test_a_dropped_completion_never_reaches_the_server(temporal_address: str) ->
     assert [(e.task.attempt, e.how) for e in dropping.ended] == [(2, "completed")]
 
 
+# A worker of each language, as a command: Python, and TypeScript (examples/typescript, built by
+# `make test`: `npm ci && npm run build` there). Node itself may be missing: then only that skips.
+TYPESCRIPT = Path(__file__).parents[2] / "examples" / "typescript"
+COMMANDS = {
+    "python": [sys.executable, str(APPS / "command_worker.py")],
+    "typescript": ["node", str(TYPESCRIPT / "lib" / "worker.js")],
+}
+
+
+def command_for(language: str) -> list[str]:
+    if language == "typescript":
+        if shutil.which("node") is None:
+            pytest.skip("node is missing: the TypeScript worker cannot run here")
+        assert (TYPESCRIPT / "lib" / "worker.js").exists(), "build it: make typescript"
+    return COMMANDS[language]
+
+
+@pytest.mark.parametrize("language", COMMANDS)
 @pytest.mark.parametrize(("keyed", "notes"), [(False, ["milk", "milk", "eggs"]),
                                               (True, ["milk", "eggs"])])  # fmt: skip
 def test_a_worker_command_killed_on_the_wire(
-    app_env: dict[str, str], tmp_path: Path, keyed: bool, notes: list[str]
+    app_env: dict[str, str], tmp_path: Path, language: str, keyed: bool, notes: list[str]
 ) -> None:
-    """A worker started as a command (apps/command_worker.py, through the proxy's address in
-    TEMPORAL_ADDRESS) is SIGKILLed, its whole process group, as it sends the first activity's
-    completion; a fresh command takes over after the attempt's 2 s timeout. Unkeyed, the note
-    is written twice, as the in-process kill at after-effect:1 shows; keyed, once."""
+    """A worker started as a command (apps/command_worker.py, or the same worker in TypeScript,
+    through the proxy's address in TEMPORAL_ADDRESS) is SIGKILLed, its whole process group, as it
+    sends the first activity's completion; a fresh command takes over after the attempt's 2 s
+    timeout. Unkeyed, the note is written twice, as the in-process kill at after-effect:1 shows;
+    keyed, once — in either language."""
+    command = command_for(language)
     env = {**app_env, "TEMPORAL_TASK_QUEUE": f"wire-{uuid.uuid4().hex[:8]}"}
     env |= {"NOTES_KEYED": "1"} if keyed else {}
-    command = [sys.executable, str(APPS / "command_worker.py")]
     killing = KillAtCompletion(nth=1)
     workflow_id = f"wire-{uuid.uuid4().hex[:8]}"
 

@@ -1,0 +1,17 @@
+// The hello activity of crashtest's notes app, in TypeScript: append a line to a file (an effect
+// outside any database). With NOTES_KEYED=1 it first looks for its key (workflow id:activity id)
+// there, so a retried attempt writes nothing twice.
+import { appendFileSync, existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Context } from '@temporalio/activity';
+
+export async function writeNote(text: string): Promise<void> {
+  const info = Context.current().info;
+  const workflowId = info.workflowExecution?.workflowId ?? '';
+  const path = join(process.env.NOTES_DIR ?? '.', `${workflowId}.txt`);
+  const key = `${workflowId}:${info.activityId}`;
+  if (process.env.NOTES_KEYED && existsSync(path) && readFileSync(path, 'utf8').includes(key)) {
+    return;
+  }
+  appendFileSync(path, `${key} ${text}\n`);
+}

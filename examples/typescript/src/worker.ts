@@ -1,0 +1,24 @@
+// A worker as crashtest runs one of any SDK: the server's address and the task queue come from
+// the environment (TEMPORAL_ADDRESS, TEMPORAL_TASK_QUEUE); it polls until it is killed.
+import { NativeConnection, Worker } from '@temporalio/worker';
+import { join } from 'node:path';
+import * as activities from './activities';
+
+async function main(): Promise<void> {
+  const connection = await NativeConnection.connect({
+    address: process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233',
+  });
+  const worker = await Worker.create({
+    connection,
+    taskQueue: process.env.TEMPORAL_TASK_QUEUE ?? 'typescript-notes',
+    workflowBundle: { codePath: join(__dirname, 'workflows-bundle.js') },
+    activities,
+    stickyQueueScheduleToStartTimeout: '1 second',
+  });
+  await worker.run();
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
