@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import signal
 
-from temporal_crashtest._wire.tasks import ActivityTask, ActivityTasks
+from temporal_crashtest._wire.tasks import ActivityTasks, TaskEnd
 
 
 def kill_group(pid: int) -> None:
@@ -23,25 +23,27 @@ def kill_group(pid: int) -> None:
 class KillAtCompletion(ActivityTasks):
     """Once armed with a worker group's `pid`, kills it when it sends the `nth` activity
     completion to pass through (1: the first), and drops that call; every other call goes
-    through. `killed`: the attempt whose completion died with the worker."""
+    through. `killed`: the completion that died with the worker (its attempt, and the worker's
+    identity, by which the server's pending activities name the worker that last started them:
+    `_fastforward.fast_forward` ends those at once)."""
 
     def __init__(self, nth: int) -> None:
         super().__init__()
         self.nth = nth
         self.pid: int | None = None
         self.completions = 0
-        self.killed: ActivityTask | None = None
+        self.killed: TaskEnd | None = None
 
     def arm(self, pid: int) -> None:
         self.pid = pid
 
     async def before(self, method: str, request: bytes) -> bool:
-        found = self.task_of(method, request)
-        if found is None or found[1] != "completed" or self.killed or self.pid is None:
+        end = self.end_of(method, request)
+        if end is None or end.how != "completed" or self.killed or self.pid is None:
             return True
         self.completions += 1
         if self.completions < self.nth:
             return True
-        self.killed = found[0]
+        self.killed = end
         kill_group(self.pid)
         return False

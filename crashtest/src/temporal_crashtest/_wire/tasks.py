@@ -53,8 +53,11 @@ class ActivityTask:
 
 @dataclass(frozen=True)
 class TaskEnd:
+    """A worker's end of an activity task, as it sent it."""
+
     task: ActivityTask
     how: str  # completed, failed, canceled
+    identity: str  # the worker's, as its SDK names it (the server's pending activity keeps it)
 
 
 class ActivityTasks(Watcher):
@@ -64,15 +67,15 @@ class ActivityTasks(Watcher):
         self.handed: dict[bytes, ActivityTask] = {}
         self.ended: list[TaskEnd] = []
 
-    def task_of(self, method: str, request: bytes) -> tuple[ActivityTask, str] | None:
-        """The task a worker's request ends, and how (None: not an end, or a token never seen)."""
+    def end_of(self, method: str, request: bytes) -> TaskEnd | None:
+        """The end of a task a worker's request says (None: not an end, or a token not seen)."""
         end = ENDS.get(method)
         if end is None:
             return None
         how, kind = end
-        token = kind.FromString(request).task_token
-        task = self.handed.get(token)
-        return None if task is None else (task, how)
+        said = kind.FromString(request)
+        task = self.handed.get(said.task_token)
+        return None if task is None else TaskEnd(task, how, said.identity)
 
     async def after(self, method: str, request: bytes, response: bytes) -> None:
         if method == POLL_ACTIVITY:
@@ -80,8 +83,8 @@ class ActivityTasks(Watcher):
         elif method == WORKFLOW_TASK_DONE:
             for eager in RespondWorkflowTaskCompletedResponse.FromString(response).activity_tasks:
                 self._hand(eager)
-        elif (found := self.task_of(method, request)) is not None:
-            self.ended.append(TaskEnd(*found))
+        elif (end := self.end_of(method, request)) is not None:
+            self.ended.append(end)
 
     def _hand(self, answer: PollActivityTaskQueueResponse) -> None:
         if answer.task_token:  # an empty answer: the long poll ended with no task
