@@ -20,8 +20,10 @@ from pathlib import Path
 import pytest
 from conftest import APPS
 from temporal_crashtest._fastforward import fast_forward
-from temporal_crashtest._wire import ActivityTasks, KillAtCompletion, WireProxy, kill_group
+from temporal_crashtest._wire import KillAtCompletion, WireProxy, WireTasks, kill_group
+from temporal_crashtest._wire.recover import end_workflow_tasks
 from temporalio import activity, workflow
+from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import PollActivityTaskQueueRequest
 from temporalio.client import Client
 from temporalio.common import RetryPolicy
@@ -52,7 +54,7 @@ class NoteWorkflow:
         )
 
 
-class DropFirstAttempt(ActivityTasks):
+class DropFirstAttempt(WireTasks):
     """Drops every end a worker sends for an attempt 1: the server never hears it."""
 
     def __init__(self) -> None:
@@ -68,7 +70,7 @@ class DropFirstAttempt(ActivityTasks):
 
 
 async def _through(
-    address: str, watcher: ActivityTasks, test: Callable[[WireProxy], Awaitable[None]]
+    address: str, watcher: WireTasks, test: Callable[[WireProxy], Awaitable[None]]
 ) -> None:
     proxy = WireProxy(address, [watcher])
     await proxy.start()
@@ -87,7 +89,7 @@ async def _run(client: Client) -> str:
 
 
 def test_a_run_through_the_proxy_and_its_tasks_on_the_wire(temporal_address: str) -> None:
-    tasks = ActivityTasks()
+    tasks = WireTasks()
 
     async def test(proxy: WireProxy) -> None:
         RAN.clear()
@@ -114,7 +116,7 @@ def test_errors_and_their_details_come_back_as_sent(temporal_address: str) -> No
         assert missing.value.status == RPCStatusCode.NOT_FOUND
         await client.get_workflow_handle(workflow_id).terminate()
 
-    asyncio.run(_through(temporal_address, ActivityTasks(), test))
+    asyncio.run(_through(temporal_address, WireTasks(), test))
 
 
 def test_a_long_poll_ends_at_its_callers_deadline(temporal_address: str) -> None:
@@ -132,7 +134,7 @@ def test_a_long_poll_ends_at_its_callers_deadline(temporal_address: str) -> None
             assert err.status == RPCStatusCode.DEADLINE_EXCEEDED, err
         assert 2 < time.monotonic() - began < 8  # not the server's 60 s long poll
 
-    asyncio.run(_through(temporal_address, ActivityTasks(), test))
+    asyncio.run(_through(temporal_address, WireTasks(), test))
 
 
 def test_a_dropped_completion_never_reaches_the_server(temporal_address: str) -> None:
@@ -170,27 +172,37 @@ ONCE, TWICE = ["milk", "eggs"], ["milk", "milk", "eggs"]
 
 
 @pytest.mark.parametrize("language", COMMANDS)
-@pytest.mark.parametrize(("keyed", "fast", "notes"), [(False, False, TWICE), (False, True, TWICE),
-                                                      (True, True, ONCE)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("moment", "keyed", "fast", "notes"),
+    [
+        ("after-effect", False, False, TWICE),
+        ("after-effect", False, True, TWICE),
+        ("after-effect", True, True, ONCE),
+        ("after-checkpoint", False, True, ONCE),
+    ],
+)
 def test_a_worker_command_killed_on_the_wire(
     app_env: dict[str, str],
     tmp_path: Path,
     language: str,
+    moment: str,
     keyed: bool,
     fast: bool,
     notes: list[str],
 ) -> None:
     """A worker started as a command (apps/command_worker.py, or the same worker in TypeScript,
     through the proxy's address in TEMPORAL_ADDRESS) is SIGKILLed, its whole process group, as it
-    sends the first activity's completion; a fresh command takes over after the attempt's 2 s
-    timeout, or at once (`fast`: the attempt the server says the dead worker started, found by
-    the identity its completion carried, is ended through the API, and the run is taken off its
-    sticky queue). Unkeyed, the note is written twice, as the in-process kill at after-effect:1
-    shows; keyed, once — in either language, either way."""
+    sends the first activity's completion (after-effect), or once the server has recorded it
+    (after-checkpoint); a fresh command takes over after the attempt's 2 s timeout, or at once
+    (`fast`: the attempt the server says the dead worker started, found by the identity its
+    completion carried, is ended through the API, so is a workflow task it held, by the token
+    seen on the wire, and the run is taken off its sticky queue). Unkeyed, the note is written
+    twice after the effect and once after the checkpoint, as the in-process kills show; keyed,
+    once — in either language, either way."""
     command = command_for(language)
     env = {**app_env, "TEMPORAL_TASK_QUEUE": f"wire-{uuid.uuid4().hex[:8]}"}
     env |= {"NOTES_KEYED": "1"} if keyed else {}
-    killing = KillAtCompletion(nth=1)
+    killing = KillAtCompletion(nth=1, recorded=moment == "after-checkpoint")
     workflow_id = f"wire-{uuid.uuid4().hex[:8]}"
     done: list[str] = []
 
@@ -208,6 +220,8 @@ def test_a_worker_command_killed_on_the_wire(
         if fast:
             assert killing.killed is not None
             ended = await fast_forward(client, run, [], "wire", killing.killed.identity)
+            tokens = list(killing.workflow_tasks)  # the dead worker's, if it held one
+            assert await end_workflow_tasks(client, tokens, "wire") == len(tokens)
             done.extend(ended.done)
         second = await asyncio.create_subprocess_exec(
             *command, env=through, cwd=tmp_path, start_new_session=True
@@ -217,11 +231,14 @@ def test_a_worker_command_killed_on_the_wire(
         finally:
             kill_group(second.pid)
             await second.wait()
+        if fast:  # the workflow task the dead worker held, if any, was not left to time out
+            events = [e.event_type for e in (await run.fetch_history()).events]
+            assert EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT not in events
 
     asyncio.run(_through(app_env["TEMPORAL_ADDRESS"], killing, test))
     assert killing.killed is not None and killing.killed.task.activity_id == "1"
     written = (tmp_path / f"{workflow_id}.txt").read_text().splitlines()  # notes_app's file
     assert [line.split(" ", 1)[1] for line in written] == notes
-    if fast:  # found by the server's pending activity, named by the SDK's activity type
+    if fast and moment == "after-effect":  # found by the server's pending activity, by type
         name = {"python": "write_note", "typescript": "writeNote"}[language]
         assert any("1 more it held" in line and name in line for line in done), done

@@ -1,11 +1,13 @@
-"""What the wire says of a worker's activity tasks, in any SDK's words: each task handed out (an
+"""What the wire says of a worker's tasks, in any SDK's words: each activity task handed out (an
 activity poll's answer, or an eager activity in the answer to a workflow task's commands: its
 task token, workflow, activity id, type and attempt) and how it ended on the worker (the
-request that completed, failed or cancelled it, found by its token).
+request that completed, failed or cancelled it, found by its token); and the workflow tasks it
+holds (handed out, not yet answered).
 
 This is what a kill on the wire needs: "after an activity's effect" is the moment its worker
 sends `RespondActivityTaskCompleted` — the activity has run, the server does not know it yet —
-and ending a dead worker's attempt at once needs the task token the poll handed out."""
+and ending a dead worker's tasks at once needs the task tokens the server handed out (a
+workflow task's, which an SDK keeps to itself, included)."""
 
 from __future__ import annotations
 
@@ -13,10 +15,13 @@ from dataclasses import dataclass
 
 from temporalio.api.workflowservice.v1 import (
     PollActivityTaskQueueResponse,
+    PollWorkflowTaskQueueResponse,
     RespondActivityTaskCanceledRequest,
     RespondActivityTaskCompletedRequest,
     RespondActivityTaskFailedRequest,
+    RespondWorkflowTaskCompletedRequest,
     RespondWorkflowTaskCompletedResponse,
+    RespondWorkflowTaskFailedRequest,
 )
 
 from temporal_crashtest._wire.forward import Watcher
@@ -26,6 +31,8 @@ POLL_ACTIVITY = SERVICE + "PollActivityTaskQueue"
 # Eager activities: the answer to a workflow task's commands hands out the activities it
 # scheduled on the worker's own task queue, with no poll (SDKs ask for it by default).
 WORKFLOW_TASK_DONE = SERVICE + "RespondWorkflowTaskCompleted"
+POLL_WORKFLOW = SERVICE + "PollWorkflowTaskQueue"
+WORKFLOW_TASK_FAILED = SERVICE + "RespondWorkflowTaskFailed"
 _End = (
     RespondActivityTaskCompletedRequest
     | RespondActivityTaskFailedRequest
@@ -60,12 +67,14 @@ class TaskEnd:
     identity: str  # the worker's, as its SDK names it (the server's pending activity keeps it)
 
 
-class ActivityTasks(Watcher):
-    """Every activity task handed out through the proxy, and each end a worker sent for one."""
+class WireTasks(Watcher):
+    """Every activity task handed out through the proxy, each end a worker sent for one, and the
+    workflow tasks handed out and not yet answered (`workflow_tasks`: token -> workflow id)."""
 
     def __init__(self) -> None:
         self.handed: dict[bytes, ActivityTask] = {}
         self.ended: list[TaskEnd] = []
+        self.workflow_tasks: dict[bytes, str] = {}
 
     def end_of(self, method: str, request: bytes) -> TaskEnd | None:
         """The end of a task a worker's request says (None: not an end, or a token not seen)."""
@@ -80,9 +89,22 @@ class ActivityTasks(Watcher):
     async def after(self, method: str, request: bytes, response: bytes) -> None:
         if method == POLL_ACTIVITY:
             self._hand(PollActivityTaskQueueResponse.FromString(response))
+        elif method == POLL_WORKFLOW:
+            task = PollWorkflowTaskQueueResponse.FromString(response)
+            if task.task_token and not task.HasField("query"):  # not a legacy query's task
+                self.workflow_tasks[task.task_token] = task.workflow_execution.workflow_id
         elif method == WORKFLOW_TASK_DONE:
-            for eager in RespondWorkflowTaskCompletedResponse.FromString(response).activity_tasks:
+            self.workflow_tasks.pop(RespondWorkflowTaskCompletedRequest.FromString(request)
+                                    .task_token, None)  # fmt: skip
+            answer = RespondWorkflowTaskCompletedResponse.FromString(response)
+            for eager in answer.activity_tasks:
                 self._hand(eager)
+            if answer.workflow_task.task_token:  # the next one, handed out at once
+                task = answer.workflow_task
+                self.workflow_tasks[task.task_token] = task.workflow_execution.workflow_id
+        elif method == WORKFLOW_TASK_FAILED:
+            token = RespondWorkflowTaskFailedRequest.FromString(request).task_token
+            self.workflow_tasks.pop(token, None)
         elif (end := self.end_of(method, request)) is not None:
             self.ended.append(end)
 
