@@ -16,16 +16,20 @@ import uuid
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import APPS
 from temporal_crashtest._fastforward import fast_forward
-from temporal_crashtest._wire import KillAtCompletion, WireProxy, WireTasks, kill_group
+from temporal_crashtest._wire import KillAtCompletion, Pass, WireProxy, WireTasks, kill_group
 from temporal_crashtest._wire.recover import end_workflow_tasks
 from temporalio import activity, workflow
-from temporalio.api.enums.v1 import EventType
-from temporalio.api.workflowservice.v1 import PollActivityTaskQueueRequest
-from temporalio.client import Client
+from temporalio.api.enums.v1 import EventType, TimeoutType
+from temporalio.api.workflowservice.v1 import (
+    PollActivityTaskQueueRequest,
+    PollWorkflowTaskQueueResponse,
+)
+from temporalio.client import Client, WorkflowHandle
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
@@ -61,12 +65,12 @@ class DropFirstAttempt(WireTasks):
         super().__init__()
         self.dropped = 0
 
-    async def before(self, method: str, request: bytes) -> bool:
+    async def before(self, method: str, request: bytes) -> Pass:
         end = self.end_of(method, request)
         if end is not None and end.task.attempt == 1:
             self.dropped += 1
-            return False
-        return True
+            return Pass.DROP
+        return Pass.GO
 
 
 async def _through(
@@ -171,6 +175,20 @@ def command_for(language: str) -> list[str]:
 ONCE, TWICE = ["milk", "eggs"], ["milk", "milk", "eggs"]
 
 
+async def _taken_over(
+    command: list[str], env: dict[str, str], cwd: Path, run: WorkflowHandle[Any, Any]
+) -> None:
+    """A fresh worker command finishes the run (its two notes), then is stopped."""
+    second = await asyncio.create_subprocess_exec(
+        *command, env=env, cwd=cwd, start_new_session=True
+    )
+    try:
+        assert await run.result() == 2
+    finally:
+        kill_group(second.pid)
+        await second.wait()
+
+
 @pytest.mark.parametrize("language", COMMANDS)
 @pytest.mark.parametrize(
     ("moment", "keyed", "fast", "notes"),
@@ -218,22 +236,22 @@ def test_a_worker_command_killed_on_the_wire(
         )
         assert await first.wait() == -signal.SIGKILL
         if fast:
+            await proxy.cut_off()
             assert killing.killed is not None
             ended = await fast_forward(client, run, [], "wire", killing.killed.identity)
             tokens = list(killing.workflow_tasks)  # the dead worker's, if it held one
             assert await end_workflow_tasks(client, tokens, "wire") == len(tokens)
             done.extend(ended.done)
-        second = await asyncio.create_subprocess_exec(
-            *command, env=through, cwd=tmp_path, start_new_session=True
-        )
-        try:
-            assert await run.result() == 2
-        finally:
-            kill_group(second.pid)
-            await second.wait()
-        if fast:  # the workflow task the dead worker held, if any, was not left to time out
-            events = [e.event_type for e in (await run.fetch_history()).events]
-            assert EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT not in events
+        await _taken_over(command, through, tmp_path, run)
+        if fast:  # no workflow task the dead worker held was left to time out
+            held = [
+                e.event_id
+                for e in (await run.fetch_history()).events
+                if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT
+                and e.workflow_task_timed_out_event_attributes.timeout_type
+                == TimeoutType.TIMEOUT_TYPE_START_TO_CLOSE
+            ]  # (one scheduled on its sticky queue before the reset waits 1 s, never started)
+            assert held == []
 
     asyncio.run(_through(app_env["TEMPORAL_ADDRESS"], killing, test))
     assert killing.killed is not None and killing.killed.task.activity_id == "1"
@@ -242,3 +260,63 @@ def test_a_worker_command_killed_on_the_wire(
     if fast and moment == "after-effect":  # found by the server's pending activity, by type
         name = {"python": "write_note", "typescript": "writeNote"}[language]
         assert any("1 more it held" in line and name in line for line in done), done
+
+
+class KillHoldingTheNextTask(WireTasks):
+    """Kills the worker group `pid` as the server hands it the workflow task that carries the
+    first activity's completion: the worker dies holding it (the server has it started)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pid: int | None = None
+        self.killed = False
+
+    async def after(self, method: str, request: bytes, response: bytes) -> None:
+        await super().after(method, request, response)
+        if self.pid is None or self.killed or not method.endswith("/PollWorkflowTaskQueue"):
+            return
+        task = PollWorkflowTaskQueueResponse.FromString(response)
+        done = EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
+        if any(e.event_type == done for e in task.history.events):
+            self.killed = True
+            kill_group(self.pid)
+
+
+@pytest.mark.parametrize("language", COMMANDS)
+def test_a_workflow_task_a_dead_worker_held_is_ended_by_its_token(
+    app_env: dict[str, str], tmp_path: Path, language: str
+) -> None:
+    """Killed holding a workflow task, a worker leaves the run waiting out the workflow task
+    timeout (10 s) in production; in process a crash test cannot end it (the SDK keeps its
+    token). On the wire the token is seen, and the task is failed at once: the run goes on on
+    a fresh worker with no task timed out, and each note is written once."""
+    command = command_for(language)
+    env = {**app_env, "TEMPORAL_TASK_QUEUE": f"wire-{uuid.uuid4().hex[:8]}"}
+    killing = KillHoldingTheNextTask()
+    workflow_id = f"wire-{uuid.uuid4().hex[:8]}"
+
+    async def test(proxy: WireProxy) -> None:
+        through = {**env, "TEMPORAL_ADDRESS": proxy.address}
+        first = await asyncio.create_subprocess_exec(
+            *command, env=through, cwd=tmp_path, start_new_session=True
+        )
+        killing.pid = first.pid
+        client = await Client.connect(env["TEMPORAL_ADDRESS"])
+        run = await client.start_workflow(
+            "TwoNotes", ["milk", "eggs"], id=workflow_id, task_queue=env["TEMPORAL_TASK_QUEUE"]
+        )
+        assert await first.wait() == -signal.SIGKILL
+        await proxy.cut_off()  # else a poll of the dead worker may take the next task
+        tokens = list(killing.workflow_tasks)
+        assert len(tokens) == 1 and await end_workflow_tasks(client, tokens, "wire") == 1
+        await _taken_over(command, through, tmp_path, run)
+        timed_out = [
+            e.event_id
+            for e in (await run.fetch_history()).events
+            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT
+        ]
+        assert timed_out == []
+
+    asyncio.run(_through(app_env["TEMPORAL_ADDRESS"], killing, test))
+    written = (tmp_path / f"{workflow_id}.txt").read_text().splitlines()
+    assert [line.split(" ", 1)[1] for line in written] == ONCE

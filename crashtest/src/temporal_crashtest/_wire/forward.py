@@ -6,15 +6,22 @@ to the server with the caller's metadata and what is left of its deadline, and t
 answer comes back as it was sent — its bytes, its initial and trailing metadata, or its status
 code, message and details (`grpc-status-details-bin`, which the SDKs read: "already started",
 "not found" and the like). Nothing is decoded on the way but what a watcher asks to see
-(`Watcher`), and a watcher may hold a call, or drop it (the caller's process is being killed:
-the server never hears it). A caller that goes away (a poll given up, a worker stopped or
-killed) cancels its upstream call too, so no poll is held past its caller.
+(`Watcher`). A caller that goes away (a poll given up, a worker stopped or killed) cancels its
+upstream call too, so no poll is held past its caller.
+
+A watcher decides each call's `Pass`: forwarded (`GO`); dropped, never forwarded (`DROP`: its
+caller is being killed, and the server never hears it); or forwarded alone (`ALONE`: its caller
+is being killed, and the server hears it all the same, once every other call through the proxy
+has ended — the dead worker's polls among them, so that the server cannot hand what follows
+this call to a worker that is gone). One proxy serves one worker.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterable, Sequence
+from enum import Enum
 from typing import Any
 
 import grpc
@@ -30,13 +37,23 @@ _TRANSPORT_KEYS = ("content-type", "te", "user-agent", "grpc-accept-encoding", "
 Metadatum = tuple[str, str | bytes]
 
 
+QUIET_TIMEOUT_S = 5.0  # how long a call forwarded alone waits for the others to end
+ALONE_TIMEOUT_S = 10.0  # its own deadline upstream: its caller, gone, set none
+
+
+class Pass(Enum):
+    GO = "go"
+    DROP = "drop"
+    ALONE = "alone"
+
+
 class Watcher:
     """Whoever watches the wire: it sees each call before it is forwarded (method, request bytes)
-    and may answer False — the call is dropped, never forwarded (its caller is being killed);
-    after the server answered, it sees the answer too. Override either step."""
+    and says how it passes (`Pass`); after the server answered, it sees the answer too.
+    Override either step."""
 
-    async def before(self, method: str, request: bytes) -> bool:
-        return True
+    async def before(self, method: str, request: bytes) -> Pass:
+        return Pass.GO
 
     async def after(self, method: str, request: bytes, response: bytes) -> None:
         return None
@@ -51,30 +68,23 @@ def _forwardable(metadata: Iterable[Metadatum] | None) -> tuple[Metadatum, ...]:
 
 
 class WireProxy:
-    """Listens on 127.0.0.1 (a free port, or `port`) and forwards to `upstream` (host:port),
-    over TLS when `credentials` are given. `start()` returns the address workers should use."""
+    """Listens on 127.0.0.1 (a free port, or `port`) and forwards to `upstream` (host:port, in
+    plain text: TLS toward the server is not built yet). `start()` returns the address workers
+    should use."""
 
-    def __init__(
-        self,
-        upstream: str,
-        watchers: Sequence[Watcher] = (),
-        credentials: grpc.ChannelCredentials | None = None,
-        port: int = 0,
-    ) -> None:
+    def __init__(self, upstream: str, watchers: Sequence[Watcher] = (), port: int = 0) -> None:
         self.upstream, self.watchers, self.port = upstream, list(watchers), port
-        self.credentials = credentials
         self.calls = 0  # forwarded so far
+        self.in_flight = 0  # calls being handled now
+        self._fewer = asyncio.Event()  # set as one ends
+        self._upstream: set[Any] = set()  # their calls to the server, going on now
+        self._alone: set[asyncio.Task[bytes]] = set()  # forwarded alone, still going
         self._server: grpc.aio.Server | None = None
         self._channel: grpc.aio.Channel | None = None
         self._methods: dict[str, Any] = {}
 
     async def start(self) -> str:
-        if self.credentials is None:
-            self._channel = grpc.aio.insecure_channel(self.upstream, options=_UNLIMITED)
-        else:
-            self._channel = grpc.aio.secure_channel(
-                self.upstream, self.credentials, options=_UNLIMITED
-            )
+        self._channel = grpc.aio.insecure_channel(self.upstream, options=_UNLIMITED)
         self._server = grpc.aio.server(options=_UNLIMITED)
         self._server.add_generic_rpc_handlers((_Everything(self),))
         self.port = self._server.add_insecure_port(f"127.0.0.1:{self.port}")
@@ -86,6 +96,8 @@ class WireProxy:
         return f"127.0.0.1:{self.port}"
 
     async def stop(self) -> None:
+        if self._alone:
+            await asyncio.wait(self._alone, timeout=ALONE_TIMEOUT_S)
         if self._server is not None:
             await self._server.stop(grace=None)
         if self._channel is not None:
@@ -94,16 +106,36 @@ class WireProxy:
     async def forward(
         self, method: str, request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]
     ) -> bytes:
-        for watcher in self.watchers:
-            if not await watcher.before(method, request):
+        self.in_flight += 1
+        try:
+            how = Pass.GO
+            for watcher in self.watchers:
+                how = await watcher.before(method, request)
+                if how is not Pass.GO:
+                    break
+            if how is Pass.DROP:
                 # As the server answers a task's end it no longer knows: an SDK retries an
                 # unavailable server for seconds, holding the worker, but gives this one up.
                 await context.abort(grpc.StatusCode.NOT_FOUND, "dropped by the crash test")
+            if how is Pass.ALONE:
+                task = asyncio.ensure_future(self._forward_alone(method, request))
+                self._alone.add(task)
+                task.add_done_callback(self._alone.discard)
+                return await asyncio.shield(task)
+            return await self._forward(method, request, context)
+        finally:
+            self.in_flight -= 1
+            self._fewer.set()
+
+    async def _forward(
+        self, method: str, request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]
+    ) -> bytes:
         call = self._call(method)(
             request,
             metadata=_forwardable(context.invocation_metadata()),
             timeout=context.time_remaining(),
         )
+        self._upstream.add(call)
         try:
             response: bytes = await call
         except grpc.aio.AioRpcError as err:
@@ -113,9 +145,38 @@ class WireProxy:
         except asyncio.CancelledError:
             call.cancel()
             raise
-        self.calls += 1
+        finally:
+            self._upstream.discard(call)
         await context.send_initial_metadata(_forwardable(await call.initial_metadata()))
         context.set_trailing_metadata(_forwardable(await call.trailing_metadata()))
+        return await self._answered(method, request, response)
+
+    async def _forward_alone(self, method: str, request: bytes) -> bytes:
+        """Forward a call whose caller is being killed, once the proxy's other calls ended: the
+        dead caller's, cancelled here upstream (its polls: a server may hand a task to a poll
+        whose caller died, if nothing tells it the caller is gone). Its own handler stays
+        counted until this returns."""
+        await self.cut_off(leaving=1)
+        response: bytes = await self._call(method)(request, timeout=ALONE_TIMEOUT_S)
+        return await self._answered(method, request, response)
+
+    async def cut_off(self, leaving: int = 0) -> None:
+        """End every call going on through the proxy (a dead worker's polls): cancelled upstream
+        now, rather than when the server or the transport notices the caller is gone, and waited
+        for (at most QUIET_TIMEOUT_S) down to `leaving` calls. Until then the server may hand
+        the run's next task to a poll whose worker is dead."""
+        for call in list(self._upstream):
+            call.cancel()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._down_to(leaving), QUIET_TIMEOUT_S)
+
+    async def _down_to(self, calls: int) -> None:
+        while self.in_flight > calls:
+            self._fewer.clear()
+            await self._fewer.wait()
+
+    async def _answered(self, method: str, request: bytes, response: bytes) -> bytes:
+        self.calls += 1
         for watcher in self.watchers:
             await watcher.after(method, request, response)
         return response

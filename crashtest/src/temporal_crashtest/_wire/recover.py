@@ -25,7 +25,8 @@ LOST_CACHE = WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_RESET_STICKY_TAS
 
 async def end_workflow_tasks(client: Client, tokens: Iterable[bytes], why: str) -> int:
     """Fail the workflow tasks a dead worker held; how many were still open (one that ended
-    meanwhile, answered or timed out, is passed over)."""
+    meanwhile, answered or timed out, is passed over). Its proxy's calls cut off first
+    (`WireProxy.cut_off`): a poll of the dead worker still open would take the next one."""
     ended = 0
     for token in tokens:
         request = RespondWorkflowTaskFailedRequest(

@@ -94,8 +94,8 @@ class WireTasks(Watcher):
             if task.task_token and not task.HasField("query"):  # not a legacy query's task
                 self.workflow_tasks[task.task_token] = task.workflow_execution.workflow_id
         elif method == WORKFLOW_TASK_DONE:
-            self.workflow_tasks.pop(RespondWorkflowTaskCompletedRequest.FromString(request)
-                                    .task_token, None)  # fmt: skip
+            done = RespondWorkflowTaskCompletedRequest.FromString(request)
+            self.workflow_tasks.pop(done.task_token, None)
             answer = RespondWorkflowTaskCompletedResponse.FromString(response)
             for eager in answer.activity_tasks:
                 self._hand(eager)
