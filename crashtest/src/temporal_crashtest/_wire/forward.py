@@ -154,8 +154,8 @@ class WireProxy:
     async def _forward_alone(self, method: str, request: bytes) -> bytes:
         """Forward a call whose caller is being killed, once the proxy's other calls ended: the
         dead caller's, cancelled here upstream (its polls: a server may hand a task to a poll
-        whose caller died, if nothing tells it the caller is gone). Its own handler stays
-        counted until this returns."""
+        whose caller died, if nothing tells it the caller is gone). Its own handler counts as
+        one of them while its caller is connected, so one call may remain."""
         await self.cut_off(leaving=1)
         response: bytes = await self._call(method)(request, timeout=ALONE_TIMEOUT_S)
         return await self._answered(method, request, response)
