@@ -21,8 +21,10 @@ from typing import Any
 import pytest
 from conftest import APPS
 from temporal_crashtest._fastforward import fast_forward
-from temporal_crashtest._wire import KillAtCompletion, Pass, WireProxy, WireTasks, kill_group
+from temporal_crashtest._wire.forward import Pass, WireProxy
+from temporal_crashtest._wire.kill import KillAtCompletion, kill_group
 from temporal_crashtest._wire.recover import end_workflow_tasks
+from temporal_crashtest._wire.tasks import WireTasks
 from temporalio import activity, workflow
 from temporalio.api.enums.v1 import EventType, TimeoutType
 from temporalio.api.workflowservice.v1 import (

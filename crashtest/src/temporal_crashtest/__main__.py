@@ -45,6 +45,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -121,7 +122,14 @@ Add = Callable[..., argparse.Action]
 
 def _what_to_test(add: Add) -> None:
     """The workflow, its worker, its input, and how its final state is seen and reached."""
-    add("--worker", required=True, help="MODULE:FACTORY, (client, task_queue) -> Worker")
+    add("--worker", help="MODULE:FACTORY, (client, task_queue) -> Worker")
+    add(
+        "--worker-cmd",
+        metavar="COMMAND",
+        help="in place of --worker: a worker of any SDK, as a command (`node lib/worker.js`) "
+        "that reads TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE and TEMPORAL_TASK_QUEUE; killed on "
+        "the wire, through a proxy",
+    )
     add("--workflow", required=True, help="MODULE:CLASS (or the workflow type name)")
     add("--input", required=True, help="the workflow's argument, as JSON or @FILE holding JSON")
     add("--observe", help="MODULE:FUNC, (workflow_id) -> JSON (--http, or both, or this)")
@@ -257,12 +265,27 @@ def progress(done: int, total: int, cell: Cell) -> None:
     )
 
 
+def _command(text: str | None) -> tuple[str, ...]:
+    if text is None:
+        return ()
+    try:
+        words = tuple(shlex.split(text))
+    except ValueError as err:
+        raise InputError(f"--worker-cmd {shown(text)}: {err}") from None
+    if not words:
+        raise InputError("--worker-cmd is empty")
+    return words
+
+
 def from_args(args: argparse.Namespace) -> tuple[Target, Observe | None, CrashTestOptions]:
     """The one call's arguments, every one checked before anything starts."""
     workflow_input = read_json(args.input, "--input")
     check_outputs(args)
+    if (args.worker is None) == (args.worker_cmd is None):
+        raise InputError("give the worker: --worker MODULE:FACTORY or --worker-cmd COMMAND")
     target = Target(
-        worker=args.worker,
+        worker=args.worker or "",
+        worker_cmd=_command(args.worker_cmd),
         workflow=workflow_type(args.workflow),
         input=workflow_input,
         data_converter=args.data_converter,
@@ -395,8 +418,10 @@ def cli() -> None:
             print(scaffold(args.workflow, args.out, force=args.force))
             exit_now(EXIT_ALL_MATCH)
         target, observe, options = from_args(args)
-        # The workers' code is imported now, and no thread runs yet: fork the fork server here.
-        code = asyncio.run(main(args, target, observe, options, fork_here()))
+        # The workers' code is imported now, and no thread runs yet: fork the fork server here
+        # (a worker command is started as it is).
+        forked = NotForked("") if target.old.on_the_wire else fork_here()
+        code = asyncio.run(main(args, target, observe, options, forked))
     except CrashTestError as err:
         print(f"crashtest: error: {shown(err)}", file=sys.stderr)
         code = EXIT_BAD_INPUT

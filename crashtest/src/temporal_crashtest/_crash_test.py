@@ -9,6 +9,7 @@ the bench all go through it.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import math
 import os
 import shutil
@@ -56,6 +57,7 @@ from temporal_crashtest._runner import Runner
 from temporal_crashtest._session import DEFAULT_DEADLINE_S, Session
 from temporal_crashtest._shards import parse_shard, shard_points
 from temporal_crashtest._text import shown
+from temporal_crashtest._wire.kill import off_the_wire
 from temporal_crashtest._workers import Workers
 
 REFERENCE_CHARS = 200  # how much of the reference state a progress line shows
@@ -175,12 +177,27 @@ def check_target(target: Target) -> None:
     for tree, flag in trees:
         if tree is not None and not Path(tree).is_dir():
             raise InputError(f"{flag} {shown(tree)}: no such folder")
-    if target.worker_tree is None:
+    if target.old.on_the_wire:
+        _check_command(target)
+    elif target.worker_tree is None:
         load_callable(target.worker, "the worker factory")
     if target.deploy_to is not None and target.deploy_tree is None:
         load_callable(target.deploy_to, "the deployed version's worker factory (--deploy-to)")
     load_data_converter(target.data_converter)
     load_plugins(list(target.plugins), build=False)  # built once, by each process that uses them
+
+
+def _check_command(target: Target) -> None:
+    """A worker command: what a kill on the wire does not do yet is one line now."""
+    if target.deploy is not None:
+        raise InputError("a deploy test of a worker command (--deploy-to): not built yet")
+    if shutil.which(target.worker_cmd[0]) is None:
+        raise InputError(f"--worker-cmd {shown(target.worker_cmd[0])}: no such program")
+    if importlib.util.find_spec("grpc") is None:
+        raise InputError(
+            "a worker command is killed through a gRPC proxy, which needs grpcio: "
+            "pip install 'temporal-crashtest[wire]'"
+        )
 
 
 async def run_crash_test(
@@ -217,6 +234,11 @@ async def crash_test(
     (`fork_here`), or why it could not."""
     options.check()
     check_target(target)
+    if target.old.on_the_wire and options.watched():
+        raise InputError(
+            "the HTTP observer sees the requests of a Python worker, from inside it: a worker "
+            "command's are not seen (observe its effects with --observe)"
+        )
     if options.expect_version is not None and target.deploy is None:
         raise InputError(
             f"expecting the {options.expect_version} version's state is for a deploy test "
@@ -410,10 +432,17 @@ def _server_for(
     return address, namespace, server
 
 
-def _choose(reference: Reference, options: CrashTestOptions, say: Callable[[str], None]) -> _Chosen:
-    """The crash points to test (`--points`, `--repeat`, `--shard`) and what is left out."""
+def _choose(
+    reference: Reference, options: CrashTestOptions, on_the_wire: bool, say: Callable[[str], None]
+) -> _Chosen:
+    """The crash points to test (`--points`, `--repeat`, `--shard`) and what is left out (and,
+    `on_the_wire`, what a kill on the wire cannot make)."""
     chosen = list(options.points) if options.points is not None else None
     points, untested = reference.select(chosen, options.repeat)
+    if on_the_wire:
+        off = {p: why for p in points if (why := off_the_wire(p.site()))}
+        points = [p for p in points if p not in off]
+        untested += [Untested(f"{p.crash_at} ({p.label})", why) for p, why in off.items()]
     if options.shard is None or not points:
         return _Chosen(points, untested)
     k, n = options.shard
@@ -433,7 +462,7 @@ async def _run_the_cells(
     say: Callable[[str], None],
 ) -> tuple[_Chosen, Cells]:
     """The crash points chosen, and their cells run."""
-    chosen = _choose(reference, options, say)
+    chosen = _choose(reference, options, target.old.on_the_wire, say)
     points = chosen.points
     if not points and chosen.shard is not None:
         return chosen, Cells([], 0, 0)  # a shard with no point: said above
@@ -468,7 +497,11 @@ async def _start_forks(
     """The fork server forked from the command, else one started afresh (which imports the
     workers' code again), else none: say why. A version in a source tree of its own has a fork
     server of its own, started in that tree."""
-    versions = {"old": target.version(False), "new": target.version(True)}
+    versions = {
+        name: v
+        for name, v in (("old", target.version(False)), ("new", target.version(True)))
+        if not v.on_the_wire  # a worker command is started as it is
+    }
     here = [v.factory for v in versions.values() if not v.tree]
     if isinstance(forked, ForkedServer):  # it imported this tree's code (none, if none is here)
         why = await procs.adopt_fork_server(forked)

@@ -52,6 +52,9 @@ class RunHistory:
     workflow_type: str
     task_queue: str
     history: WorkflowHistory
+    # Its activities carry crashtest's stamps (its workers are crashtest's Python processes);
+    # False: workers of any SDK, killed on the wire, their activities numbered from the history.
+    stamped: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -284,7 +287,7 @@ def _found_in(run: RunHistory, untested: list[Untested], served: frozenset[str])
                 f.taken = e.event_time.ToDatetime()
             untaken = []
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            found = _scheduled(run, e, untested, served)
+            found = (_scheduled if run.stamped else _unstamped)(run, e, untested, served)
             if found is not None:
                 activities.append(found)
                 by_scheduled[e.event_id] = found
@@ -293,8 +296,14 @@ def _found_in(run: RunHistory, untested: list[Untested], served: frozenset[str])
             and e.marker_recorded_event_attributes.marker_name == LOCAL_ACTIVITY_MARKER
         ):
             marked = _local_activity(run, e, untested)
-            if marked is not None:
+            if marked is not None and run.stamped:
                 markers.setdefault(*marked)
+            elif marked is not None:
+                activities.append(marked[1])
+    if not run.stamped:  # in the order the history records them
+        for position, f in enumerate(activities, 1):
+            f.position = position
+        return activities
     return _with_locals_placed(run, activities, markers, untested)
 
 
@@ -323,10 +332,15 @@ def _scheduled(
             )
         )
         return None
+    return _scheduled_found(run, e, stamp.position)
+
+
+def _scheduled_found(run: RunHistory, e: HistoryEvent, position: int) -> _Found:
+    a = e.activity_task_scheduled_event_attributes
     return _Found(
         run=run,
-        position=stamp.position,
-        activity=name,
+        position=position,
+        activity=a.activity_type.name,
         local=False,
         activity_id=a.activity_id,
         time=e.event_time.ToDatetime(),
@@ -336,6 +350,32 @@ def _scheduled(
         input_digest=hashlib.sha256(a.input.SerializeToString(deterministic=True)).hexdigest(),
         retry_s=a.retry_policy.initial_interval.ToTimedelta().total_seconds()
         or SERVER_DEFAULT_RETRY_S,
+    )
+
+
+def _unstamped(
+    run: RunHistory, e: HistoryEvent, untested: list[Untested], served: frozenset[str]
+) -> _Found | None:
+    """The activity an ActivityTaskScheduled event schedules, in a run whose workers are not
+    crashtest's Python processes (a worker command of any SDK): no stamp to read, its position
+    given in the order the history records the run's boundaries; None (and why) on a task queue
+    the worker command does not poll."""
+    a = e.activity_task_scheduled_event_attributes
+    if a.task_queue.name != run.task_queue and a.task_queue.name not in served:
+        where = f"{run.workflow_type} {a.activity_type.name}"
+        untested.append(Untested(where, f"runs on task queue {a.task_queue.name}"))
+        return None
+    return _scheduled_found(run, e, 0)
+
+
+def _not_on_the_wire(f: _Found) -> Untested:
+    """A boundary of a child or a later run, where the worker is a command killed on the wire:
+    nothing on the wire tells a run's place in the tree yet."""
+    local = " (local)" if f.local else ""
+    return Untested(
+        f"{f.run.workflow_type} {f.activity}{local}",
+        "a worker command is killed on the wire in the root's first run only (a child's or "
+        "a later run's activity)",
     )
 
 
@@ -438,7 +478,11 @@ def read_tree(runs: list[RunHistory], served: frozenset[str] = frozenset()) -> T
     tree = Tree(runs)
     found: list[_Found] = []
     for run in runs:
-        found += _found_in(run, tree.untested, served)
+        in_run = _found_in(run, tree.untested, served)
+        if run.stamped or run is runs[0]:
+            found += in_run
+        else:
+            tree.untested += [_not_on_the_wire(f) for f in in_run]
     ordered = _in_order(runs, found)
     names = scope_names({r.scope for r in runs})
     per_scope = Counter((f.run.scope, f.activity) for f in ordered)

@@ -52,7 +52,7 @@ import os
 import signal
 import sys
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -178,6 +178,10 @@ class CrashSite:
     activity: str | None = None
     occurrence: int = 1
     effect: int = 0  # at an effect (`Moment.kills_at_an_effect`): the boundary's K-th
+    # As its run's history names it (a kill on the wire finds the boundary by these alone; the
+    # same boundary, however found):
+    activity_id: str = field(default="", compare=False)
+    local: bool = field(default=False, compare=False)
 
     def to_text(self) -> str:
         return json.dumps(asdict(self))

@@ -5,6 +5,7 @@ state and the tree of boundaries its histories list)."""
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -53,6 +54,9 @@ class Target:
             processes and first on their import path): a checkout of another version, e.g. a
             `git worktree` of the base branch; None: this process's working directory.
         deploy_tree: the same for `deploy_to`.
+        worker_cmd: the worker as a command of any language (`node lib/worker.js`), in place of
+            `worker`: it reads the server's address, namespace and task queue from the
+            environment, and is killed on the wire, through a proxy (`_wire`).
     """
 
     worker: str  # MODULE:FACTORY, FACTORY(client, task_queue) -> Worker
@@ -65,11 +69,12 @@ class Target:
     deploy_to: str | None = None  # MODULE:FACTORY of the version that takes over after a kill
     worker_tree: str | None = None  # the source tree `worker` is imported from (None: here)
     deploy_tree: str | None = None  # the source tree `deploy_to` is imported from
+    worker_cmd: tuple[str, ...] = ()  # the worker as a command, in place of `worker`
 
     @property
     def old(self) -> Version:
         """The version every run starts on."""
-        return Version(self.worker, self.worker_tree)
+        return Version(self.worker, self.worker_tree, self.worker_cmd)
 
     @property
     def deploy(self) -> Deploy | None:
@@ -93,13 +98,22 @@ class Target:
 @dataclass(frozen=True)
 class Version:
     """One version of the workers: its factory and the source tree it is imported from (None:
-    this process's working directory)."""
+    this process's working directory); or the command that runs it, in any language
+    (`command`: its workers are killed on the wire, `_wire`)."""
 
     factory: str  # MODULE:FACTORY
     tree: str | None = None
+    command: tuple[str, ...] = ()  # a worker of any SDK, run as this command (in `tree`)
+
+    @property
+    def on_the_wire(self) -> bool:
+        """Its workers are commands, killed on the wire: their activities carry no stamp, their
+        runs are numbered from the history alone (`RunHistory.stamped`)."""
+        return bool(self.command)
 
     def __str__(self) -> str:
-        return self.factory if self.tree is None else f"{self.factory} from {self.tree}"
+        what = shlex.join(self.command) if self.command else self.factory
+        return what if self.tree is None else f"{what} from {self.tree}"
 
 
 @dataclass(frozen=True)
@@ -142,6 +156,8 @@ class CellPoint:
             scope=self.boundary.scope,
             position=self.boundary.position,
             effect=self.effect,
+            activity_id=self.boundary.activity_id,
+            local=self.boundary.local,
         )
 
     @property

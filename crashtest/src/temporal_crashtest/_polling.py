@@ -49,9 +49,12 @@ RESET = WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_RESET_WORKFLOW
 PINNED = VersioningBehavior.VERSIONING_BEHAVIOR_PINNED
 
 
-async def tree_histories(client: Client, workflow_id: str, first_run_id: str) -> list[RunHistory]:
+async def tree_histories(
+    client: Client, workflow_id: str, first_run_id: str, stamped: bool = True
+) -> list[RunHistory]:
     """Every run of the tree rooted at the run `first_run_id` of `workflow_id`: the runs of its
-    continue-as-new chain and, at any depth, the child workflows they started."""
+    continue-as-new chain and, at any depth, the child workflows they started (`stamped`: their
+    workers are crashtest's Python processes, `RunHistory.stamped`)."""
     runs: list[RunHistory] = []
     todo = [(workflow_id, first_run_id)]
     while todo:
@@ -69,6 +72,7 @@ async def tree_histories(client: Client, workflow_id: str, first_run_id: str) ->
                 workflow_type=started.workflow_type.name,
                 task_queue=started.task_queue.name,
                 history=history,
+                stamped=stamped,
             )
         )
         for e in history.events:

@@ -8,14 +8,17 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from temporal_crashtest._errors import InputError
 from temporal_crashtest._outputs import open_log
+from temporal_crashtest._text import shown
 
 CANNOT_IMPORT = "cannot import the worker: "  # how a fork server says its imports failed
 # A fork server's imports (the workers' code, the SDK, a framework) take a few seconds; one that
@@ -204,6 +207,28 @@ class Processes:
                 stdin=asyncio.subprocess.PIPE if pipes else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE if pipes else log,
                 stderr=log,
+            )
+        self.running[proc.pid] = proc
+        return proc
+
+    async def start_command(
+        self, name: str, command: Sequence[str], tree: str | None, env: Mapping[str, str]
+    ) -> asyncio.subprocess.Process:
+        """Start `command` (a worker of any SDK) in a process group of its own, so that it and
+        whatever it starts are killed together (`_wire.kill_group`); in source tree `tree` if
+        given; its output goes to `name`.log; it dies with this process (`dying_with_me`)."""
+        program = shutil.which(command[0], path=env.get("PATH") or self.base_env.get("PATH"))
+        if program is None:
+            raise InputError(f"the worker command {shown(command[0])}: no such program")
+        with os.fdopen(open_log(self.log_dir / f"{name}.log"), "ab") as log:
+            proc = await asyncio.create_subprocess_exec(
+                *dying_with_me([program, *command[1:]]),
+                cwd=tree if tree is not None else self.cwd,
+                env={**self.base_env, **env},
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
             )
         self.running[proc.pid] = proc
         return proc

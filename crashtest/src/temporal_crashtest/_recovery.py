@@ -59,6 +59,7 @@ async def after_the_kill(
 ) -> Kill:
     """The kill of `killed` at `point`, and (`fast`) what the server would wait out after it,
     fast-forwarded."""
+    await killed.cut_off()  # on the wire: its polls gone before anything is handed out again
     killed.status.drain()  # what it wrote before it died is all there
     crash = killed.status.crash or {}
     facts = killed.status.facts

@@ -96,7 +96,8 @@ class Session:
     async def histories(self, handle: WorkflowHandle[Any, Any]) -> list[RunHistory]:
         """The histories of every run of the workflow's tree (children, continue-as-new)."""
         first = handle.first_execution_run_id or handle.result_run_id or handle.run_id or ""
-        return await tree_histories(self.client, handle.id, first)
+        stamped = not self.target.old.on_the_wire
+        return await tree_histories(self.client, handle.id, first, stamped)
 
 
 def ending(error: WorkflowFailureError | None, workflow_id: str) -> str:

@@ -25,7 +25,25 @@ import json
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
+
+
+class Status(Protocol):
+    """What the crash test reads of a worker's state: from its status channel
+    (`WorkerStatus`), or off the wire for a worker of any SDK (`_wire.status.WireStatus`)."""
+
+    warm: asyncio.Event
+    ready: asyncio.Event
+    facts: dict[str, Any]
+    crash: dict[str, Any] | None
+    started: set[tuple[str, str, int]]
+    overran: list[dict[str, Any]]
+    effects: list[dict[str, Any]]
+    task_failures: dict[str, tuple[float, str]]
+
+    def drain(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class StatusWriter:

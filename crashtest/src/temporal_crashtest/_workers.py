@@ -1,6 +1,7 @@
 """The worker processes of a crash test's runs: one started for a target (to crash at a point,
 warm, of the version deployed), told to poll, and stopped — each `python -m
-temporal_crashtest.worker`, forked from a fork server where one runs."""
+temporal_crashtest.worker`, forked from a fork server where one runs; or, for a worker of any
+SDK, its command, behind a proxy on the wire of its own that kills it (`_wire`)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,27 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from temporal_crashtest._errors import CellFailed
 from temporal_crashtest._interceptor import CrashSite
-from temporal_crashtest._model import Target
+from temporal_crashtest._model import Target, Version
 from temporal_crashtest._processes import Child, Processes
-from temporal_crashtest._status import WorkerStatus
+from temporal_crashtest._status import Status, WorkerStatus
+from temporal_crashtest._wire.kill import KillAtSite
+from temporal_crashtest._wire.status import WireStatus
 from temporal_crashtest.worker import GO, PARENT_PID_ENV
+
+if TYPE_CHECKING:  # grpcio, the `wire` extra, is imported only to start a worker command
+    from temporal_crashtest._wire.forward import WireProxy
+
+# What a worker command reads (every SDK's environment configuration reads TEMPORAL_ADDRESS and
+# TEMPORAL_NAMESPACE; the task queue is crashtest's own name, as no SDK reads one).
+ADDRESS_ENV, NAMESPACE_ENV, TASK_QUEUE_ENV = (
+    "TEMPORAL_ADDRESS",
+    "TEMPORAL_NAMESPACE",
+    "TEMPORAL_TASK_QUEUE",
+)
 
 
 @dataclass
@@ -26,7 +41,21 @@ class Worker:
 
     name: str
     child: Child
-    status: WorkerStatus
+    status: Status
+    proxy: WireProxy | None = None  # a worker command's, on the wire to the server
+
+    def go(self) -> None:
+        """Let a warm worker poll."""
+        if isinstance(self.status, WireStatus):
+            self.status.go()
+        else:
+            self.child.send_signal(GO)
+
+    async def cut_off(self) -> None:
+        """A dead worker command's calls still open, ended (its polls: the server could hand
+        them the run's next task); nothing for a worker process killed in process."""
+        if self.proxy is not None:
+            await self.proxy.cut_off()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,6 +83,8 @@ class Workers:
         """A worker of the target, crashing at `crash_at` if given (`warm`: built, polling once
         it gets GO; `deployed`: of the version deployed, in a deploy test)."""
         version = self.target.version(deployed)
+        if version.on_the_wire:
+            return await self._on_the_wire(name, version, task_queue, crash_at, workflow_id, warm)
         args = self.args(version.factory, task_queue)
         if crash_at is not None:
             args += ["--crash-at", crash_at.to_text()]
@@ -72,6 +103,38 @@ class Workers:
             status.close()
             raise
         return Worker(name, child, status)
+
+    async def _on_the_wire(
+        self,
+        name: str,
+        version: Version,
+        task_queue: str,
+        crash_at: CrashSite | None,
+        workflow_id: str | None,
+        warm: bool,
+    ) -> Worker:
+        """A worker command behind a proxy of its own, which kills it at `crash_at` in the run
+        `workflow_id` and reads its state off the wire. The workflow task timeout is the run's:
+        a worker command's is not set from here."""
+        from temporal_crashtest._wire.forward import WireProxy
+
+        if crash_at is not None and workflow_id is not None:
+            status: WireStatus = KillAtSite(crash_at, workflow_id, warm)
+        else:
+            status = WireStatus(warm)
+        proxy = WireProxy(self.address, [status])
+        await proxy.start()
+        env = {**self.target.env, **self.env, PARENT_PID_ENV: str(os.getpid())}
+        env |= {ADDRESS_ENV: proxy.address, NAMESPACE_ENV: self.namespace}
+        env |= {TASK_QUEUE_ENV: task_queue}
+        try:
+            child = await self.procs.start_command(name, version.command, version.tree, env)
+        except BaseException:
+            await proxy.stop()
+            raise
+        if isinstance(status, KillAtSite):
+            status.arm(child.pid)
+        return Worker(name, child, status, proxy)
 
     def args(self, factory: str, task_queue: str) -> list[str]:
         """`python -m temporal_crashtest.worker`'s arguments for `factory` on `task_queue`."""
@@ -100,7 +163,7 @@ class Workers:
             exited.cancel()
         if worker.status.warm.is_set():
             with contextlib.suppress(ProcessLookupError):
-                worker.child.send_signal(GO)
+                worker.go()
         elif worker.child.returncode is None:
             raise CellFailed(f"the next worker was not built in time: {self._said(worker)}")
         # it exited: waiting for the run says how
@@ -116,9 +179,14 @@ class Workers:
         )
 
     async def stop(self, workers: list[Worker]) -> None:
+        for w in workers:
+            if w.proxy is not None:
+                w.go()  # a warm worker command held at its first poll stops as any other
         await asyncio.gather(*(self.procs.stop(w.child) for w in workers))
         for w in workers:
             w.status.close()
+            if w.proxy is not None:
+                await w.proxy.stop()
 
     def last_line(self, worker: Worker) -> str:
         return self.procs.last_line(worker.name)

@@ -62,6 +62,7 @@ OPTIONS: dict[str, str] = {
     "deploy_to": "value",
     "worker_tree": "value",
     "deploy_tree": "value",
+    "worker_cmd": "value",  # in place of `worker`: a worker of any SDK, as a command
     "expect_version": "expect",
     "logs": "value",
 }
@@ -73,7 +74,7 @@ class CrashTest(Protocol):
     def __call__(
         self,
         *,
-        worker: Callable[..., Any] | str,
+        worker: Callable[..., Any] | str | None = None,
         workflow: type | str,
         input: Any,
         observe: Callable[[str], Any] | str | None = None,
@@ -93,9 +94,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _command(
-    worker: str, workflow: str, input: Any, observe: str | None, out: Path, options: dict[str, Any]
+    worker: str | None,
+    workflow: str,
+    input: Any,
+    observe: str | None,
+    out: Path,
+    options: dict[str, Any],
 ) -> list[str]:
-    cmd = [sys.executable, "-m", "temporal_crashtest", "run", "--worker", worker]
+    cmd = [sys.executable, "-m", "temporal_crashtest", "run"]
+    cmd += ["--worker", worker] if worker is not None else []  # or a worker_cmd
     cmd += ["--workflow", workflow, "--input", json.dumps(input), "--json", str(out)]
     cmd += ["--observe", observe] if observe is not None else []
     for name in ("drive", "expect"):
@@ -177,7 +184,7 @@ def crash_test(request: pytest.FixtureRequest) -> CrashTest:
 
     def run(
         *,
-        worker: Callable[..., Any] | str,
+        worker: Callable[..., Any] | str | None = None,
         workflow: type | str,
         input: Any,
         observe: Callable[[str], Any] | str | None = None,
@@ -200,7 +207,8 @@ def crash_test(request: pytest.FixtureRequest) -> CrashTest:
         with tempfile.TemporaryDirectory(prefix="crashtest-") as folder:
             out = Path(folder) / "report.json"
             observed = reference_to(observe, "observe") if observe is not None else None
-            what = (reference_to(worker, "worker"), reference_to(workflow, "workflow"))
+            factory = reference_to(worker, "worker") if worker is not None else None
+            what = (factory, reference_to(workflow, "workflow"))
             report = _run_command(_command(*what, input, observed, out, options), out, options)
         if expect_all_match and not report.ok:
             pytest.fail(report.failure_text(), pytrace=False)

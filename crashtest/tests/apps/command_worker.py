@@ -1,6 +1,7 @@
 """A worker run as a command, as a worker of any SDK would be: it reads the server's address and
 its task queue from the environment (TEMPORAL_ADDRESS, TEMPORAL_TASK_QUEUE) and polls until it
-is killed. Its workflow writes two notes (notes_app's activity: keyed with NOTES_KEYED=1)."""
+is killed. Its workflow writes two notes (notes_app's activity: keyed with NOTES_KEYED=1). The
+same worker as crashtest builds it in process: `build`."""
 
 from __future__ import annotations
 
@@ -27,17 +28,19 @@ class TwoNotes:
         return len(texts)
 
 
-async def main() -> None:
-    client = await Client.connect(os.environ["TEMPORAL_ADDRESS"])
-    queue = os.environ["TEMPORAL_TASK_QUEUE"]
-    worker = Worker(
+def build(client: Client, task_queue: str) -> Worker:
+    return Worker(
         client,
-        task_queue=queue,
+        task_queue=task_queue,
         workflows=[TwoNotes],
         activities=[write_note],
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
     )
-    await worker.run()
+
+
+async def main() -> None:
+    client = await Client.connect(os.environ["TEMPORAL_ADDRESS"])
+    await build(client, os.environ["TEMPORAL_TASK_QUEUE"]).run()
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-// A worker as crashtest runs one of any SDK: the server's address and the task queue come from
-// the environment (TEMPORAL_ADDRESS, TEMPORAL_TASK_QUEUE); it polls until it is killed.
+// A worker as crashtest runs one of any SDK: the server's address, the namespace and the task
+// queue come from the environment (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_TASK_QUEUE);
+// it polls until it is killed.
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { join } from 'node:path';
 import * as activities from './activities';
@@ -10,6 +11,7 @@ async function main(): Promise<void> {
   });
   const worker = await Worker.create({
     connection,
+    namespace: process.env.TEMPORAL_NAMESPACE ?? 'default',
     taskQueue: process.env.TEMPORAL_TASK_QUEUE ?? 'typescript-notes',
     workflowBundle: { codePath: join(__dirname, 'workflows-bundle.js') },
     activities,

@@ -21,11 +21,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterable, Sequence
-from enum import Enum
 from typing import Any
 
 import grpc
 import grpc.aio
+
+from temporal_crashtest._wire.watch import Pass, Watcher
 
 # Any size both ways: a history or a workflow task's commands may be large, and refusing one is
 # the server's business, not the proxy's.
@@ -39,24 +40,6 @@ Metadatum = tuple[str, str | bytes]
 
 QUIET_TIMEOUT_S = 5.0  # how long a call forwarded alone waits for the others to end
 ALONE_TIMEOUT_S = 10.0  # its own deadline upstream: its caller, gone, set none
-
-
-class Pass(Enum):
-    GO = "go"
-    DROP = "drop"
-    ALONE = "alone"
-
-
-class Watcher:
-    """Whoever watches the wire: it sees each call before it is forwarded (method, request bytes)
-    and says how it passes (`Pass`); after the server answered, it sees the answer too.
-    Override either step."""
-
-    async def before(self, method: str, request: bytes) -> Pass:
-        return Pass.GO
-
-    async def after(self, method: str, request: bytes, response: bytes) -> None:
-        return None
 
 
 def _forwardable(metadata: Iterable[Metadatum] | None) -> tuple[Metadatum, ...]:

@@ -7,11 +7,23 @@ group is SIGKILLed."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 
-from temporal_crashtest._wire.forward import Pass
-from temporal_crashtest._wire.tasks import TaskEnd, WireTasks
+from temporalio.api.command.v1 import Command
+from temporalio.api.enums.v1 import CommandType
+from temporalio.api.workflowservice.v1 import (
+    RespondActivityTaskFailedRequest,
+    RespondWorkflowTaskCompletedRequest,
+)
+
+from temporal_crashtest._history import LOCAL_ACTIVITY_MARKER
+from temporal_crashtest._interceptor import CrashSite
+from temporal_crashtest._points import Moment
+from temporal_crashtest._wire.status import WireStatus
+from temporal_crashtest._wire.tasks import WORKFLOW_TASK_DONE, ActivityTask, TaskEnd, WireTasks
+from temporal_crashtest._wire.watch import Pass
 
 
 def kill_group(pid: int) -> None:
@@ -52,3 +64,109 @@ class KillAtCompletion(WireTasks):
         self.killed = end
         kill_group(self.pid)
         return Pass.ALONE if self.recorded else Pass.DROP
+
+
+class KillAtSite(WireStatus):
+    """A worker's status read off the wire (`WireStatus`) that, once armed with the worker
+    group's `pid`, kills it at `site` in the run `workflow_id` — the boundary found by its
+    activity id, as the run's history names it — and says so in `crash`, as a crashtest Python
+    worker says it before it kills itself:
+
+    - `after-effect`: as the worker sends the activity's completion, or its failure for good
+      (an attempt its retry policy does not retry); the call is dropped, never heard. A local
+      activity's: as it sends the workflow task's commands that record its marker.
+    - `after-checkpoint`: the same call, forwarded alone once the dead worker's polls ended:
+      the server records the activity done, and nothing after it.
+    - `in-task`: as it sends the commands of the workflow task that schedules the activity.
+    """
+
+    def __init__(self, site: CrashSite, workflow_id: str, warm: bool = False) -> None:
+        super().__init__(warm)
+        self.site, self.workflow_id = site, workflow_id
+        self.pid: int | None = None
+
+    def arm(self, pid: int) -> None:
+        self.pid = pid
+
+    async def before(self, method: str, request: bytes) -> Pass:
+        how = await super().before(method, request)
+        if self.pid is None or self.crash is not None:
+            return how
+        where = self._reached(method, request)
+        if where is None:
+            return how
+        self.crash = {"in_flight": [], "attempts": [], "where": where}
+        kill_group(self.pid)
+        return Pass.ALONE if self.site.moment is Moment.AFTER_CHECKPOINT else Pass.DROP
+
+    def _reached(self, method: str, request: bytes) -> str | None:
+        """What the worker is sending, if it is the site's moment (None: not yet)."""
+        site = self.site
+        if method == WORKFLOW_TASK_DONE:
+            done = RespondWorkflowTaskCompletedRequest.FromString(request)
+            if self.workflow_tasks.get(done.task_token) != self.workflow_id:
+                return None
+            commands = done.commands
+            if site.moment is Moment.IN_TASK and not site.local:
+                if any(_schedules(c, site.activity_id) for c in commands):
+                    return f"the workflow task scheduling activity {site.activity_id}"
+            elif site.local and any(_records(c, site.activity_id) for c in commands):
+                return f"the workflow task recording local activity {site.activity_id}"
+            return None
+        if site.local or site.moment is Moment.IN_TASK:
+            return None
+        end = self.end_of(method, request)
+        if end is None or end.task.workflow_id != self.workflow_id:
+            return None
+        if end.task.activity_id != site.activity_id:
+            return None
+        if end.how == "completed":
+            return f"activity {site.activity_id}'s completion"
+        if end.how == "failed" and _for_good(end.task, request):
+            return f"activity {site.activity_id}'s failure for good"
+        return None
+
+
+def _schedules(command: Command, activity_id: str) -> bool:
+    return (
+        command.command_type == CommandType.COMMAND_TYPE_SCHEDULE_ACTIVITY_TASK
+        and command.schedule_activity_task_command_attributes.activity_id == activity_id
+    )
+
+
+def _records(command: Command, activity_id: str) -> bool:
+    """Whether `command` records the marker of local activity `activity_id`."""
+    if command.command_type != CommandType.COMMAND_TYPE_RECORD_MARKER:
+        return False
+    marker = command.record_marker_command_attributes
+    if marker.marker_name != LOCAL_ACTIVITY_MARKER:
+        return False
+    try:
+        data = json.loads(marker.details["data"].payloads[0].data)
+    except (KeyError, IndexError, ValueError):
+        return False
+    return str(data.get("activity_id", "")) == activity_id
+
+
+def _for_good(task: ActivityTask, request: bytes) -> bool:
+    """Whether a failure ends the activity: not retryable, or its retry policy's last
+    attempt."""
+    failure = RespondActivityTaskFailedRequest.FromString(request).failure
+    info = failure.application_failure_info
+    if failure.HasField("application_failure_info") and (
+        info.non_retryable or info.type in task.non_retryable
+    ):
+        return True
+    return 0 < task.maximum_attempts <= task.attempt
+
+
+def off_the_wire(site: CrashSite) -> str | None:
+    """Why a kill on the wire cannot make `site`'s moment (None: it can)."""
+    if site.moment.kills_at_an_effect:
+        return "an effect inside an activity is seen inside a Python worker only"
+    if site.moment is Moment.IN_TASK and site.local:
+        return (
+            "a local activity is scheduled by no command on the wire: in-task at one is a "
+            "Python worker's only"
+        )
+    return None

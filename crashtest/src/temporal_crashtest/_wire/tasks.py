@@ -24,7 +24,7 @@ from temporalio.api.workflowservice.v1 import (
     RespondWorkflowTaskFailedRequest,
 )
 
-from temporal_crashtest._wire.forward import Watcher
+from temporal_crashtest._wire.watch import Watcher
 
 SERVICE = "/temporal.api.workflowservice.v1.WorkflowService/"
 POLL_ACTIVITY = SERVICE + "PollActivityTaskQueue"
@@ -56,6 +56,8 @@ class ActivityTask:
     activity_id: str
     activity_type: str
     attempt: int
+    maximum_attempts: int = 0  # its retry policy's (0: unlimited)
+    non_retryable: tuple[str, ...] = ()  # its retry policy's error types that end it
 
 
 @dataclass(frozen=True)
@@ -69,12 +71,14 @@ class TaskEnd:
 
 class WireTasks(Watcher):
     """Every activity task handed out through the proxy, each end a worker sent for one, and the
-    workflow tasks handed out and not yet answered (`workflow_tasks`: token -> workflow id)."""
+    workflow tasks handed out and not yet answered (`workflow_tasks`: token -> workflow id;
+    `runs`: every workflow task's token -> its run id)."""
 
     def __init__(self) -> None:
         self.handed: dict[bytes, ActivityTask] = {}
         self.ended: list[TaskEnd] = []
         self.workflow_tasks: dict[bytes, str] = {}
+        self.runs: dict[bytes, str] = {}
 
     def end_of(self, method: str, request: bytes) -> TaskEnd | None:
         """The end of a task a worker's request says (None: not an end, or a token not seen)."""
@@ -88,27 +92,31 @@ class WireTasks(Watcher):
 
     async def after(self, method: str, request: bytes, response: bytes) -> None:
         if method == POLL_ACTIVITY:
-            self._hand(PollActivityTaskQueueResponse.FromString(response))
+            self.hand(PollActivityTaskQueueResponse.FromString(response))
         elif method == POLL_WORKFLOW:
             task = PollWorkflowTaskQueueResponse.FromString(response)
             if task.task_token and not task.HasField("query"):  # not a legacy query's task
-                self.workflow_tasks[task.task_token] = task.workflow_execution.workflow_id
+                self._workflow_task(task)
         elif method == WORKFLOW_TASK_DONE:
             done = RespondWorkflowTaskCompletedRequest.FromString(request)
             self.workflow_tasks.pop(done.task_token, None)
             answer = RespondWorkflowTaskCompletedResponse.FromString(response)
             for eager in answer.activity_tasks:
-                self._hand(eager)
+                self.hand(eager)
             if answer.workflow_task.task_token:  # the next one, handed out at once
-                task = answer.workflow_task
-                self.workflow_tasks[task.task_token] = task.workflow_execution.workflow_id
+                self._workflow_task(answer.workflow_task)
         elif method == WORKFLOW_TASK_FAILED:
             token = RespondWorkflowTaskFailedRequest.FromString(request).task_token
             self.workflow_tasks.pop(token, None)
         elif (end := self.end_of(method, request)) is not None:
             self.ended.append(end)
 
-    def _hand(self, answer: PollActivityTaskQueueResponse) -> None:
+    def _workflow_task(self, task: PollWorkflowTaskQueueResponse) -> None:
+        self.workflow_tasks[task.task_token] = task.workflow_execution.workflow_id
+        self.runs[task.task_token] = task.workflow_execution.run_id
+
+    def hand(self, answer: PollActivityTaskQueueResponse) -> None:
+        """An activity task handed out (an empty answer: none)."""
         if answer.task_token:  # an empty answer: the long poll ended with no task
             self.handed[answer.task_token] = ActivityTask(
                 token=answer.task_token,
@@ -117,4 +125,6 @@ class WireTasks(Watcher):
                 activity_id=answer.activity_id,
                 activity_type=answer.activity_type.name,
                 attempt=answer.attempt,
+                maximum_attempts=answer.retry_policy.maximum_attempts,
+                non_retryable=tuple(answer.retry_policy.non_retryable_error_types),
             )

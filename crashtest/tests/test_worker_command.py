@@ -1,0 +1,138 @@
+"""`run --worker-cmd`: a worker of any SDK, given as a command, crash-tested through the proxy on
+the wire — the same notes workflow written in TypeScript (examples/typescript) and in Python
+(apps/command_worker.py), and the Python one built in process by crashtest as any factory is:
+the three give the same verdicts at every point, unkeyed (the note written twice after its
+effect) and keyed. And what a worker command cannot be given is one line before anything
+starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import APPS
+from test_wire import command_for
+
+NOTES = ["--workflow", "TwoNotes", "--input", '["milk", "eggs"]',
+         "--observe", "notes_app:notes_of"]  # fmt: skip
+POINTS = ["--points", "after-effect,after-checkpoint,in-task"]
+WORKERS = {
+    "typescript": None,  # the command, from test_wire (skipped where node is missing)
+    "python-command": None,
+    "python-in-process": ["--worker", "command_worker:build"],
+}
+EVERY = {"after-effect:1", "after-effect:2", "after-checkpoint:1", "in-task:1", "in-task:2"}
+UNKEYED_FAILS = {"after-effect:1", "after-effect:2"}  # the note written again
+
+
+def _worker_args(kind: str) -> list[str]:
+    given = WORKERS[kind]
+    if given is not None:
+        return given
+    command = command_for("typescript" if kind == "typescript" else "python")
+    return ["--worker-cmd", " ".join(command)]
+
+
+@pytest.fixture(scope="module")
+def verdicts(
+    temporal_address: str, tmp_path_factory: pytest.TempPathFactory
+) -> dict[tuple[str, bool], tuple[int, dict[str, Any]]]:
+    """Each worker's crash test, unkeyed and keyed, all at once: (exit code, JSON report)."""
+    out = tmp_path_factory.mktemp("worker-command")
+    started = {}
+    for kind in WORKERS:
+        for keyed in (False, True):
+            notes = out / f"{kind}-{keyed}"
+            notes.mkdir()
+            env = {
+                **os.environ,
+                "TEMPORAL_ADDRESS": temporal_address,
+                "PYTHONPATH": os.pathsep.join([str(APPS), *sys.path]),
+                "NOTES_DIR": str(notes),
+            }
+            env |= {"NOTES_KEYED": "1"} if keyed else {}
+            report = notes / "report.json"
+            args = [*_worker_args(kind), *NOTES, *POINTS, "--json", str(report)]
+            started[(kind, keyed)] = (
+                subprocess.Popen(
+                    [sys.executable, "-m", "temporal_crashtest", "run", *args],
+                    env=env,
+                    cwd=APPS,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                ),
+                report,
+            )
+    done = {}
+    for key, (proc, report) in started.items():
+        output, _ = proc.communicate(timeout=300)
+        assert report.exists(), output
+        done[key] = (proc.returncode, json.loads(report.read_text()))
+    return done
+
+
+def _failing(report: dict[str, Any]) -> set[str]:
+    return {c["crash_at"] for c in report["cells"] if not c["matches"]}
+
+
+@pytest.mark.servers
+@pytest.mark.parametrize("kind", WORKERS)
+@pytest.mark.parametrize("keyed", [False, True])
+def test_a_worker_command_gets_the_in_process_verdicts(
+    verdicts: dict[tuple[str, bool], tuple[int, dict[str, Any]]], kind: str, keyed: bool
+) -> None:
+    """Every point is made on the wire as in process; unkeyed, exactly the points after each
+    note's effect fail (the note written twice), in every language; keyed, none."""
+    if kind == "typescript":
+        command_for("typescript")  # skips where node is missing
+    code, report = verdicts[(kind, keyed)]
+    assert {c["crash_at"] for c in report["cells"]} == EVERY, report["cells"]
+    assert _failing(report) == (set() if keyed else UNKEYED_FAILS), report["cells"]
+    assert code == (0 if keyed else 1)
+    assert report["reference"] == ["milk", "eggs"]
+    unkeyed = next(c for c in report["cells"] if c["crash_at"] == "after-effect:1")
+    if not keyed:
+        assert "2 → 3" in unkeyed["diff"], unkeyed
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        ([*NOTES], "give the worker: --worker MODULE:FACTORY or --worker-cmd COMMAND"),
+        (
+            ["--worker", "command_worker:build", "--worker-cmd", "node w.js", *NOTES],
+            "give the worker: --worker MODULE:FACTORY or --worker-cmd COMMAND",
+        ),
+        (["--worker-cmd", "no-such-program-4242 w.js", *NOTES], "no such program"),
+        (["--worker-cmd", "'unclosed", *NOTES], "--worker-cmd"),
+        (
+            ["--worker-cmd", f"{sys.executable} w.py", "--http", "127.0.0.1:1", *NOTES],
+            "the HTTP observer sees the requests of a Python worker",
+        ),
+        (
+            ["--worker-cmd", f"{sys.executable} w.py", "--deploy-to", "x:y", *NOTES],
+            "a deploy test of a worker command",
+        ),
+    ],
+)
+def test_what_a_worker_command_cannot_be_given(tmp_path: Path, args: list[str], says: str) -> None:
+    """One line, exit 2, before any server or process is started."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(APPS), *sys.path])}
+    env.pop("TEMPORAL_ADDRESS", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "temporal_crashtest", "run", *args, "--address", "127.0.0.1:1"],
+        env=env,
+        cwd=APPS,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0], done.stderr
