@@ -3,7 +3,8 @@
 // it polls until it is killed.
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { join } from 'node:path';
-import * as activities from './activities';
+import * as notes from './activities';
+import * as payments from './payments';
 
 async function main(): Promise<void> {
   const connection = await NativeConnection.connect({
@@ -14,7 +15,12 @@ async function main(): Promise<void> {
     namespace: process.env.TEMPORAL_NAMESPACE ?? 'default',
     taskQueue: process.env.TEMPORAL_TASK_QUEUE ?? 'typescript-notes',
     workflowBundle: { codePath: join(__dirname, 'workflows-bundle.js') },
-    activities,
+    activities: {
+      writeNote: notes.writeNote,
+      look_up_invoices: payments.look_up_invoices,
+      charge: payments.charge,
+      send_receipt: payments.send_receipt,
+    },
     stickyQueueScheduleToStartTimeout: '1 second',
   });
   await worker.run();

@@ -1,0 +1,65 @@
+"""The payments example written in TypeScript (examples/typescript/src/payments.ts: the same
+workflow, activity names, options and Postgres tables as examples/payments), crash-tested as a
+worker command on the wire and observed by the same Python observer as the Python version: the
+same table of verdicts as the Python worker killed in process, at every point a kill on the wire
+makes. Skipped, in one line, where node is missing."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import PAYMENTS_INPUT, ROOT, child_env, crashtest_runs, failing, payments
+
+pytestmark = pytest.mark.servers
+
+WORKER_JS = ROOT / "examples" / "typescript" / "lib" / "worker.js"
+TYPESCRIPT = [
+    "--worker-cmd", f"node {WORKER_JS}",
+    "--workflow", "PaymentsWorkflow",
+    "--input", PAYMENTS_INPUT,
+    "--observe", "examples.payments.observe:payments_of", "--jobs", "6",
+]  # fmt: skip
+ON_THE_WIRE = ["--points", "after-effect,after-checkpoint"]  # in-task: test_worker_command.py
+KEYED = {"PAYMENTS_KEYED": "1"}  # each charge keyed, as examples.payments.worker:keyed_worker
+CHARGES = {"after-effect:2", "after-effect:3", "after-effect:4"}
+
+
+def verdicts(report: dict[str, object]) -> dict[str, bool]:
+    cells = report["cells"]
+    assert isinstance(cells, list)
+    return {c["crash_at"]: c["matches"] for c in cells}
+
+
+def test_payments_in_typescript_get_the_python_verdicts(
+    db_url: str, temporal_address: str, tmp_path: Path
+) -> None:
+    """Unkeyed, the charges fail after their effect, in either language, and nothing else does;
+    keyed (PAYMENTS_KEYED=1, as `keyed_worker`), no point fails."""
+    if shutil.which("node") is None:
+        pytest.skip("node is missing: the TypeScript worker cannot run here")
+    assert WORKER_JS.exists(), "build it: make typescript"
+    env = child_env(db_url, TEMPORAL_ADDRESS=temporal_address)
+    results = crashtest_runs(
+        {
+            "typescript": ([*TYPESCRIPT, *ON_THE_WIRE], {}),
+            "python": ([*payments("unkeyed_worker"), *ON_THE_WIRE], {}),
+            "typescript-keyed": ([*TYPESCRIPT, "--points", "after-effect"], KEYED),
+        },
+        env,
+        tmp_path,
+    )
+    (ts_done, ts), (py_done, py) = results["typescript"], results["python"]
+    assert ts_done.returncode == 1, ts_done.stdout + ts_done.stderr
+    assert py_done.returncode == 1, py_done.stdout + py_done.stderr
+    assert ts["activities"] == py["activities"]  # the same labels, read from either history
+    assert verdicts(ts) == verdicts(py)
+    assert failing(ts) == CHARGES
+    assert {c["diff"] for c in ts["cells"] if not c["matches"]} == {"charges: 3 → 4 entries"}
+    assert ts["reference"] == py["reference"]
+
+    done, keyed = results["typescript-keyed"]
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert failing(keyed) == set() and len(keyed["cells"]) == 5
