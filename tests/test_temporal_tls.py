@@ -14,6 +14,7 @@ import ipaddress
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from infra.processes import free_port
 from tests.helpers import (
+    PAYMENTS_INPUT,
     WorkerProcess,
     assert_one_line_error,
     child_env,
@@ -249,15 +251,22 @@ def test_the_crash_tool_sees_a_duplicate_over_mutual_tls(
     db_url: str, mutual_tls: MutualTLS, tmp_path: Path
 ) -> None:
     """crashtest, its workers and its fast-forward all on the configured (mTLS) server: the
-    unkeyed charge is still caught, the keyed one still passes."""
+    unkeyed charge is still caught, the keyed one still passes. So through the proxy on the
+    wire (`--worker-cmd`): it reaches the server with the CA and the client certificate, and the
+    worker command, given none of the TLS settings, talks to it in plain text."""
     env = child_env(
         db_url, TEMPORAL_ADDRESS=mutual_tls.address, **mutual_tls.env(mutual_tls.client)
     )
     point = ["--points", "after-effect:charge#2"]
+    command = f"{sys.executable} -m temporal_crashtest.worker --worker "
+    command += "examples.payments.worker:unkeyed_worker"
+    on_the_wire = ["--worker-cmd", command, "--workflow", "PaymentsWorkflow"]
+    on_the_wire += ["--input", PAYMENTS_INPUT, "--observe", "examples.payments.observe:payments_of"]
     results = crashtest_runs(
         {
             "keyed": ([*payments("keyed_worker"), *point], {}),
             "unkeyed": ([*payments("unkeyed_worker"), *point], {}),
+            "unkeyed-command": ([*on_the_wire, *point], {}),
         },
         env,
         tmp_path,
@@ -265,6 +274,7 @@ def test_the_crash_tool_sees_a_duplicate_over_mutual_tls(
     done, report = results["keyed"]
     assert done.returncode == 0, done.stdout + done.stderr
     assert [c["crash_at"] for c in report["cells"]] == ["after-effect:3"]
-    done, report = results["unkeyed"]
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert failing(report) == {"after-effect:3"}
+    for unkeyed in ("unkeyed", "unkeyed-command"):
+        done, report = results[unkeyed]
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert failing(report) == {"after-effect:3"}

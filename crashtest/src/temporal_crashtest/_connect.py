@@ -43,6 +43,15 @@ def configured() -> ClientConnectConfig:
         raise ServerUnreachable(f"the Temporal client settings are not valid: {why}") from None
 
 
+def security_for(address: str) -> dict[str, Any]:
+    """The configured server's API key, TLS and gRPC metadata (`Client.connect`'s keywords), for
+    a connection to it; none for any other address (a dev server)."""
+    settings = configured()
+    if settings.get("target_host") != address:
+        return {}
+    return {k: v for k, v in settings.items() if k in _SECURITY}
+
+
 # (text in the error, the line to show, whether a retry is pointless): a refused TLS handshake
 # stays refused; a refused or closed connection may be a server still starting.
 _REASONS = (
@@ -94,17 +103,14 @@ async def connect(
 ) -> Client:
     """A client whose namespace has answered once. `plugins` (an agent framework's, say) configure
     the client and every worker built on it: their data converter, activities, sandbox."""
-    settings = configured()
-    security: dict[str, object] = {}
-    if settings.get("target_host") == address:  # the configured server: its key, TLS, metadata
-        security = {k: v for k, v in settings.items() if k in _SECURITY}
+    security = security_for(address)
     deadline = time.monotonic() + ready_timeout_s
     while True:
         try:
             client = await Client.connect(
                 address,
                 namespace=namespace,
-                **security,  # type: ignore[arg-type]
+                **security,
                 data_converter=data_converter,
                 interceptors=interceptors,
                 plugins=list(plugins),

@@ -212,11 +212,18 @@ class Processes:
         return proc
 
     async def start_command(
-        self, name: str, command: Sequence[str], tree: str | None, env: Mapping[str, str]
+        self,
+        name: str,
+        command: Sequence[str],
+        tree: str | None,
+        env: Mapping[str, str],
+        drop: tuple[str, ...] = (),
     ) -> asyncio.subprocess.Process:
         """Start `command` (a worker of any SDK) in a process group of its own, so that it and
         whatever it starts are killed together (`_wire.kill_group`); in source tree `tree` if
-        given; its output goes to `name`.log; it dies with this process (`dying_with_me`)."""
+        given; its output goes to `name`.log; it dies with this process (`dying_with_me`). The
+        variables of this process's environment that start with one of `drop` are left out."""
+        inherited = {k: v for k, v in self.base_env.items() if not k.startswith(drop)}
         program = shutil.which(command[0], path=env.get("PATH") or self.base_env.get("PATH"))
         if program is None:
             raise InputError(f"the worker command {shown(command[0])}: no such program")
@@ -224,7 +231,7 @@ class Processes:
             proc = await asyncio.create_subprocess_exec(
                 *dying_with_me([program, *command[1:]]),
                 cwd=tree if tree is not None else self.cwd,
-                env={**self.base_env, **env},
+                env={**inherited, **env},
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from temporal_crashtest._connect import security_for
 from temporal_crashtest._errors import CellFailed
 from temporal_crashtest._interceptor import CrashSite
 from temporal_crashtest._model import Target, Version
@@ -26,6 +27,15 @@ from temporal_crashtest.worker import GO, PARENT_PID_ENV
 if TYPE_CHECKING:  # grpcio, the `wire` extra, is imported only to start a worker command
     from temporal_crashtest._wire.forward import WireProxy
 
+# What reaches the server only, not the proxy (which talks to the worker in plain text and adds
+# the key itself): not passed on to a worker command, whose SDK would read them.
+TO_THE_SERVER_ONLY = (
+    "TEMPORAL_TLS",
+    "TEMPORAL_API_KEY",
+    "TEMPORAL_GRPC_META_",
+    "TEMPORAL_PROFILE",
+    "TEMPORAL_CONFIG_FILE",
+)
 # What a worker command reads (every SDK's environment configuration reads TEMPORAL_ADDRESS and
 # TEMPORAL_NAMESPACE; the task queue is crashtest's own name, as no SDK reads one).
 ADDRESS_ENV, NAMESPACE_ENV, TASK_QUEUE_ENV = (
@@ -116,19 +126,21 @@ class Workers:
         """A worker command behind a proxy of its own, which kills it at `crash_at` in the run
         `workflow_id` and reads its state off the wire. The workflow task timeout is the run's:
         a worker command's is not set from here."""
-        from temporal_crashtest._wire.forward import WireProxy
+        from temporal_crashtest._wire.forward import Upstream, WireProxy
 
         if crash_at is not None and workflow_id is not None:
             status: WireStatus = KillAtSite(crash_at, workflow_id, warm)
         else:
             status = WireStatus(warm)
-        proxy = WireProxy(self.address, [status])
+        proxy = WireProxy(Upstream.of(self.address, security_for(self.address)), [status])
         await proxy.start()
         env = {**self.target.env, **self.env, PARENT_PID_ENV: str(os.getpid())}
         env |= {ADDRESS_ENV: proxy.address, NAMESPACE_ENV: self.namespace}
         env |= {TASK_QUEUE_ENV: task_queue}
         try:
-            child = await self.procs.start_command(name, version.command, version.tree, env)
+            child = await self.procs.start_command(
+                name, version.command, version.tree, env, drop=TO_THE_SERVER_ONLY
+            )
         except BaseException:
             await proxy.stop()
             raise

@@ -52,9 +52,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         prog="python -m temporal_crashtest.worker", description=__doc__
     )
     parser.add_argument("--worker", required=True, help="MODULE:FACTORY")
-    parser.add_argument("--task-queue", required=True)
+    # From the environment as a worker command reads them (`run --worker-cmd`), if not given.
+    queue = os.environ.get("TEMPORAL_TASK_QUEUE")
+    parser.add_argument("--task-queue", required=queue is None, default=queue)
     parser.add_argument("--address", default=os.environ.get("TEMPORAL_ADDRESS", "127.0.0.1:7233"))
-    parser.add_argument("--namespace", default="default")
+    parser.add_argument("--namespace", default=os.environ.get("TEMPORAL_NAMESPACE", "default"))
     parser.add_argument("--data-converter", help="MODULE:NAME of a temporalio DataConverter")
     parser.add_argument(
         "--plugin",

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
 import grpc.aio
+from temporalio.service import TLSConfig
 
 from temporal_crashtest._wire.watch import Pass, Watcher
 
@@ -50,13 +52,69 @@ def _forwardable(metadata: Iterable[Metadatum] | None) -> tuple[Metadatum, ...]:
     )
 
 
+@dataclass(frozen=True)
+class Upstream:
+    """How the proxy reaches the server: its address, TLS (`tls`: with the CA to trust, a client
+    certificate, the name to verify, each where given) and metadata added to every call (the API
+    key, as `authorization`, and configured gRPC metadata) — the settings the crash test's own
+    client uses (`_connect.security_for`). The worker behind the proxy talks to it in plain text,
+    with no key."""
+
+    address: str
+    tls: bool = False
+    root_ca: bytes | None = None
+    client_cert: bytes | None = None
+    client_key: bytes | None = None
+    server_name: str | None = None
+    metadata: tuple[Metadatum, ...] = ()
+
+    @classmethod
+    def of(cls, address: str, security: Mapping[str, Any]) -> Upstream:
+        """From `Client.connect`'s keywords `api_key`, `tls` (True or a `TLSConfig`) and
+        `rpc_metadata`."""
+        metadata: list[Metadatum] = list((security.get("rpc_metadata") or {}).items())
+        if security.get("api_key"):
+            metadata.append(("authorization", f"Bearer {security['api_key']}"))
+        tls = security.get("tls") or False
+        if not isinstance(tls, TLSConfig):
+            return cls(address, tls=bool(tls), metadata=tuple(metadata))
+        return cls(
+            address,
+            tls=True,
+            root_ca=tls.server_root_ca_cert,
+            client_cert=tls.client_cert,
+            client_key=tls.client_private_key,
+            server_name=tls.domain,
+            metadata=tuple(metadata),
+        )
+
+    def channel(self) -> grpc.aio.Channel:
+        if not self.tls:
+            return grpc.aio.insecure_channel(self.address, options=_UNLIMITED)
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=self.root_ca,
+            private_key=self.client_key,
+            certificate_chain=self.client_cert,
+        )
+        named = [("grpc.ssl_target_name_override", self.server_name)] if self.server_name else []
+        return grpc.aio.secure_channel(self.address, credentials, options=[*_UNLIMITED, *named])
+
+    def with_metadata(self, caller: tuple[Metadatum, ...]) -> tuple[Metadatum, ...]:
+        """The caller's metadata, and the upstream's in place of any of the same key."""
+        ours = {key for key, _ in self.metadata}
+        return (*(m for m in caller if m[0] not in ours), *self.metadata)
+
+
 class WireProxy:
     """Listens on 127.0.0.1 (a free port, or `port`) and forwards to `upstream` (host:port, in
-    plain text: TLS toward the server is not built yet). `start()` returns the address workers
-    should use."""
+    plain text; or an `Upstream`, with TLS and an API key). `start()` returns the address
+    workers should use."""
 
-    def __init__(self, upstream: str, watchers: Sequence[Watcher] = (), port: int = 0) -> None:
-        self.upstream, self.watchers, self.port = upstream, list(watchers), port
+    def __init__(
+        self, upstream: str | Upstream, watchers: Sequence[Watcher] = (), port: int = 0
+    ) -> None:
+        self.upstream = upstream if isinstance(upstream, Upstream) else Upstream(upstream)
+        self.watchers, self.port = list(watchers), port
         self.calls = 0  # forwarded so far
         self.in_flight = 0  # calls being handled now
         self._fewer = asyncio.Event()  # set as one ends
@@ -67,7 +125,7 @@ class WireProxy:
         self._methods: dict[str, Any] = {}
 
     async def start(self) -> str:
-        self._channel = grpc.aio.insecure_channel(self.upstream, options=_UNLIMITED)
+        self._channel = self.upstream.channel()
         self._server = grpc.aio.server(options=_UNLIMITED)
         self._server.add_generic_rpc_handlers((_Everything(self),))
         self.port = self._server.add_insecure_port(f"127.0.0.1:{self.port}")
@@ -115,7 +173,7 @@ class WireProxy:
     ) -> bytes:
         call = self._call(method)(
             request,
-            metadata=_forwardable(context.invocation_metadata()),
+            metadata=self.upstream.with_metadata(_forwardable(context.invocation_metadata())),
             timeout=context.time_remaining(),
         )
         self._upstream.add(call)
@@ -140,7 +198,10 @@ class WireProxy:
         whose caller died, if nothing tells it the caller is gone). Its own handler counts as
         one of them while its caller is connected, so one call may remain."""
         await self.cut_off(leaving=1)
-        response: bytes = await self._call(method)(request, timeout=ALONE_TIMEOUT_S)
+        call = self._call(method)
+        response: bytes = await call(
+            request, metadata=self.upstream.metadata, timeout=ALONE_TIMEOUT_S
+        )
         return await self._answered(method, request, response)
 
     async def cut_off(self, leaving: int = 0) -> None:
