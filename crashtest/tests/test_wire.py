@@ -175,6 +175,7 @@ def command_for(language: str) -> list[str]:
 
 
 ONCE, TWICE = ["milk", "eggs"], ["milk", "milk", "eggs"]
+TIMELY_S = 1.0  # a fast-forward this soon after the kill comes before the attempt's 2 s timeout
 
 
 async def _taken_over(
@@ -225,6 +226,7 @@ def test_a_worker_command_killed_on_the_wire(
     killing = KillAtCompletion(nth=1, recorded=moment == "after-checkpoint")
     workflow_id = f"wire-{uuid.uuid4().hex[:8]}"
     done: list[str] = []
+    timely: list[bool] = []
 
     async def test(proxy: WireProxy) -> None:
         through = {**env, "TEMPORAL_ADDRESS": proxy.address}
@@ -238,9 +240,12 @@ def test_a_worker_command_killed_on_the_wire(
         )
         assert await first.wait() == -signal.SIGKILL
         if fast:
+            since_the_kill = time.monotonic()
             await proxy.cut_off()
             assert killing.killed is not None
             ended = await fast_forward(client, run, [], "wire", killing.killed.identity)
+            # On a loaded machine the attempt's own 2 s timeout may have ended it first.
+            timely.append(time.monotonic() - since_the_kill < TIMELY_S)
             tokens = list(killing.workflow_tasks)  # the dead worker's, if it held one
             assert await end_workflow_tasks(client, tokens, "wire") == len(tokens)
             done.extend(ended.done)
@@ -259,7 +264,7 @@ def test_a_worker_command_killed_on_the_wire(
     assert killing.killed is not None and killing.killed.task.activity_id == "1"
     written = (tmp_path / f"{workflow_id}.txt").read_text().splitlines()  # notes_app's file
     assert [line.split(" ", 1)[1] for line in written] == notes
-    if fast and moment == "after-effect":  # found by the server's pending activity, by type
+    if fast and moment == "after-effect" and all(timely):  # found by its pending activity
         name = {"python": "write_note", "typescript": "writeNote"}[language]
         assert any("1 more it held" in line and name in line for line in done), done
 
