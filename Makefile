@@ -28,7 +28,7 @@ bytecode: $(STAMP)
 # pinned by its lockfile, and its build. Where node is missing, said once; those tests skip.
 TS := examples/typescript
 typescript: $(TS)/lib/worker.js
-$(TS)/lib/worker.js: $(TS)/package.json $(TS)/package-lock.json $(TS)/tsconfig.json $(wildcard $(TS)/src/*.ts)
+$(TS)/lib/worker.js: $(TS)/package.json $(TS)/package-lock.json $(TS)/tsconfig.json $(wildcard $(TS)/src/*.ts $(TS)/src/*/*.ts)
 	@if command -v node >/dev/null && command -v npm >/dev/null; then \
 		cd $(TS) && npm ci --no-audit --no-fund --loglevel=error \
 			&& { npm run --silent build >/dev/null 2>&1 || npm run build; }; \

@@ -92,7 +92,7 @@ def test_bad_input_is_one_line(app_env: dict[str, str], tmp_path: Path) -> None:
         (["--expect", "@nowhere.json"], "--expect @nowhere.json: cannot read it"),
         (["--drive", "notes_app:nothing"], "'notes_app' has no 'nothing'"),
         (["--expect", "new"], "expecting the new version's state is for a deploy test"),
-        (["--deploy-tree", "base"], "a source tree for the deployed version, and no --deploy-to"),
+        (["--deploy-tree", "base"], "a source tree for the deployed version, and no"),
         (["--worker-tree", "nowhere"], "--worker-tree "),
     ]:
         args = list(NOTES)

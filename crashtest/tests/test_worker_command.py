@@ -2,13 +2,15 @@
 the wire — the same notes workflow written in TypeScript (examples/typescript) and in Python
 (apps/command_worker.py), and the Python one built in process by crashtest as any factory is:
 the three give the same verdicts at every point, unkeyed (the note written twice after its
-effect) and keyed. And what a worker command cannot be given is one line before anything
-starts."""
+effect) and keyed. A deploy between two TypeScript versions (`--deploy-cmd`): unpatched, every
+run in flight is stuck on the new version; patched, none. And what a worker command cannot be
+given is one line before anything starts."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,59 +18,75 @@ from typing import Any
 
 import pytest
 from conftest import APPS
-from test_wire import command_for
+from test_wire import COMMANDS, command_for
 
 NOTES = ["--workflow", "TwoNotes", "--input", '["milk", "eggs"]',
          "--observe", "notes_app:notes_of"]  # fmt: skip
 POINTS = ["--points", "after-effect,after-checkpoint,in-task"]
 WORKERS = {
-    "typescript": None,  # the command, from test_wire (skipped where node is missing)
+    "typescript": None,  # the command, test_wire's (skipped where node is missing)
     "python-command": None,
     "python-in-process": ["--worker", "command_worker:build"],
 }
 EVERY = {"after-effect:1", "after-effect:2", "after-checkpoint:1", "in-task:1", "in-task:2"}
 UNKEYED_FAILS = {"after-effect:1", "after-effect:2"}  # the note written again
+DEPLOYED = ("v2", "v2-patched")  # examples/typescript/src/deploys
 
 
-def _worker_args(kind: str) -> list[str]:
+def _args(kind: str) -> list[str]:
+    """The crash test's arguments for one kind of worker, or one deploy (`deploy-VERSION`: the
+    TypeScript notes from version 1 to VERSION, examples/typescript/src/deploys)."""
+    node = " ".join(COMMANDS["typescript"])
+    if kind.startswith("deploy-"):
+        version = kind.removeprefix("deploy-")
+        return ["--worker-cmd", node, "--deploy-cmd", f"{node} {version}", *NOTES]
     given = WORKERS[kind]
-    if given is not None:
-        return given
-    command = command_for("typescript" if kind == "typescript" else "python")
-    return ["--worker-cmd", " ".join(command)]
+    if given is None:
+        given = ["--worker-cmd", node if kind == "typescript" else " ".join(COMMANDS["python"])]
+    return [*given, *NOTES, *POINTS]
+
+
+def _notes_run(
+    kind: str, keyed: bool, address: str, out: Path
+) -> tuple[subprocess.Popen[str], Path]:
+    notes = out / f"{kind}-{keyed}"
+    notes.mkdir()
+    env = {
+        **os.environ,
+        "TEMPORAL_ADDRESS": address,
+        "PYTHONPATH": os.pathsep.join([str(APPS), *sys.path]),
+        "NOTES_DIR": str(notes),
+    }
+    env |= {"NOTES_KEYED": "1"} if keyed else {}
+    report = notes / "report.json"
+    args = [*_args(kind), "--json", str(report)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "temporal_crashtest", "run", *args],
+        env=env,
+        cwd=APPS,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    return proc, report
 
 
 @pytest.fixture(scope="module")
 def verdicts(
     temporal_address: str, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[tuple[str, bool], tuple[int, dict[str, Any]]]:
-    """Each worker's crash test, unkeyed and keyed, all at once: (exit code, JSON report)."""
+    """Each worker's crash test, unkeyed and keyed, and the deploys (keyed), all at once: (exit
+    code, JSON report). Where node is missing, the TypeScript ones are not run (their tests
+    skip)."""
     out = tmp_path_factory.mktemp("worker-command")
-    started = {}
-    for kind in WORKERS:
-        for keyed in (False, True):
-            notes = out / f"{kind}-{keyed}"
-            notes.mkdir()
-            env = {
-                **os.environ,
-                "TEMPORAL_ADDRESS": temporal_address,
-                "PYTHONPATH": os.pathsep.join([str(APPS), *sys.path]),
-                "NOTES_DIR": str(notes),
-            }
-            env |= {"NOTES_KEYED": "1"} if keyed else {}
-            report = notes / "report.json"
-            args = [*_worker_args(kind), *NOTES, *POINTS, "--json", str(report)]
-            started[(kind, keyed)] = (
-                subprocess.Popen(
-                    [sys.executable, "-m", "temporal_crashtest", "run", *args],
-                    env=env,
-                    cwd=APPS,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    text=True,
-                ),
-                report,
-            )
+    node = shutil.which("node") is not None
+    every = [(kind, keyed) for kind in WORKERS for keyed in (False, True)]
+    every += [(f"deploy-{version}", True) for version in DEPLOYED]
+    started = {
+        (kind, keyed): _notes_run(kind, keyed, temporal_address, out)
+        for kind, keyed in every
+        if node or not (kind == "typescript" or kind.startswith("deploy-"))
+    }
     done = {}
     for key, (proc, report) in started.items():
         output, _ = proc.communicate(timeout=300)
@@ -77,7 +95,7 @@ def verdicts(
     return done
 
 
-def _failing(report: dict[str, Any]) -> set[str]:
+def failing(report: dict[str, Any]) -> set[str]:
     return {c["crash_at"] for c in report["cells"] if not c["matches"]}
 
 
@@ -93,12 +111,35 @@ def test_a_worker_command_gets_the_in_process_verdicts(
         command_for("typescript")  # skips where node is missing
     code, report = verdicts[(kind, keyed)]
     assert {c["crash_at"] for c in report["cells"]} == EVERY, report["cells"]
-    assert _failing(report) == (set() if keyed else UNKEYED_FAILS), report["cells"]
+    assert failing(report) == (set() if keyed else UNKEYED_FAILS), report["cells"]
     assert code == (0 if keyed else 1)
     assert report["reference"] == ["milk", "eggs"]
     unkeyed = next(c for c in report["cells"] if c["crash_at"] == "after-effect:1")
     if not keyed:
         assert "2 → 3" in unkeyed["diff"], unkeyed
+
+
+@pytest.mark.servers
+@pytest.mark.parametrize(("version", "fails"), list(zip(DEPLOYED, (True, False), strict=True)))
+def test_a_deploy_of_worker_commands(
+    verdicts: dict[tuple[str, bool], tuple[int, dict[str, Any]]], version: str, fails: bool
+) -> None:
+    """Version 2 starts a timer before the first note: unpatched, a run taken over after a kill
+    replays version 1's history on it and its workflow task fails (nondeterminism) at every
+    point; behind `patched`, every point ends in a version's no-crash state."""
+    command_for("typescript")  # skips where node is missing
+    code, report = verdicts[(f"deploy-{version}", True)]
+    assert report["deploy_to"].endswith(f"worker.js {version}")
+    assert {c["crash_at"] for c in report["cells"]} == {
+        "after-effect:1",
+        "after-effect:2",
+        "after-checkpoint:1",
+    }
+    if fails:
+        assert code == 1 and all(not c["matches"] for c in report["cells"])
+        assert all("Nondeterminism" in c["diff"] for c in report["cells"]), report["cells"]
+    else:
+        assert code == 0 and failing(report) == set(), report["cells"]
 
 
 @pytest.mark.parametrize(
@@ -117,7 +158,11 @@ def test_a_worker_command_gets_the_in_process_verdicts(
         ),
         (
             ["--worker-cmd", f"{sys.executable} w.py", "--deploy-to", "x:y", *NOTES],
-            "a deploy test of a worker command",
+            "a deploy between a worker command and a Python factory",
+        ),
+        (
+            ["--worker-cmd", f"{sys.executable} w.py", "--deploy-cmd", "no-such-4242", *NOTES],
+            "--deploy-cmd no-such-4242: no such program",
         ),
     ],
 )

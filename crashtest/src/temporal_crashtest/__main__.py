@@ -148,7 +148,16 @@ def _what_to_test(add: Add) -> None:
         "`git worktree add ../base main`): its processes run there, so modules of the same "
         "name load from it",
     )
-    add("--deploy-tree", metavar="DIR", help="import --deploy-to from this source tree")
+    add(
+        "--deploy-cmd",
+        metavar="COMMAND",
+        help="in place of --deploy-to, with --worker-cmd: the next version's worker command",
+    )
+    add(
+        "--deploy-tree",
+        metavar="DIR",
+        help="import --deploy-to (or run --deploy-cmd) from this source tree",
+    )
     add("--drive", help="MODULE:FUNC, (handle) -> None: sends signals and updates")
     add(
         "--expect",
@@ -265,15 +274,15 @@ def progress(done: int, total: int, cell: Cell) -> None:
     )
 
 
-def _command(text: str | None) -> tuple[str, ...]:
+def _command(text: str | None, flag: str) -> tuple[str, ...]:
     if text is None:
         return ()
     try:
         words = tuple(shlex.split(text))
     except ValueError as err:
-        raise InputError(f"--worker-cmd {shown(text)}: {err}") from None
+        raise InputError(f"{flag} {shown(text)}: {err}") from None
     if not words:
-        raise InputError("--worker-cmd is empty")
+        raise InputError(f"{flag} is empty")
     return words
 
 
@@ -285,7 +294,8 @@ def from_args(args: argparse.Namespace) -> tuple[Target, Observe | None, CrashTe
         raise InputError("give the worker: --worker MODULE:FACTORY or --worker-cmd COMMAND")
     target = Target(
         worker=args.worker or "",
-        worker_cmd=_command(args.worker_cmd),
+        worker_cmd=_command(args.worker_cmd, "--worker-cmd"),
+        deploy_cmd=_command(args.deploy_cmd, "--deploy-cmd"),
         workflow=workflow_type(args.workflow),
         input=workflow_input,
         data_converter=args.data_converter,

@@ -51,7 +51,7 @@ from temporal_crashtest._observers.given import observers_for
 from temporal_crashtest._observers.http import HttpObserver
 from temporal_crashtest._points import MAX_REPEAT, CrashPoint
 from temporal_crashtest._processes import CANNOT_IMPORT, ForkedServer, NotForked, Processes
-from temporal_crashtest._replay import summary
+from temporal_crashtest._replay import Replayed, summary
 from temporal_crashtest._report import Cell, Report, Untested, differences, short
 from temporal_crashtest._runner import Runner
 from temporal_crashtest._session import DEFAULT_DEADLINE_S, Session
@@ -171,13 +171,16 @@ def check_target(target: Target) -> None:
     """Load every reference the workers will load, here, once: a typo is one InputError now,
     not a failure in every worker process. A factory in another source tree is checked where it
     is loaded, by its tree's fork server (here, its module name may be another version's)."""
-    if target.deploy_tree is not None and target.deploy_to is None:
-        raise InputError("a source tree for the deployed version, and no --deploy-to")
+    if target.deploy_tree is not None and target.deploy is None:
+        raise InputError("a source tree for the deployed version, and no version deployed")
+    if target.deploy_to is not None and target.deploy_cmd:
+        raise InputError("give the deployed version once: --deploy-to or --deploy-cmd")
     trees = ((target.worker_tree, "--worker-tree"), (target.deploy_tree, "--deploy-tree"))
     for tree, flag in trees:
         if tree is not None and not Path(tree).is_dir():
             raise InputError(f"{flag} {shown(tree)}: no such folder")
-    if target.old.on_the_wire:
+    deploy = target.deploy
+    if target.old.on_the_wire or (deploy is not None and deploy.new.on_the_wire):
         _check_command(target)
     elif target.worker_tree is None:
         load_callable(target.worker, "the worker factory")
@@ -188,11 +191,18 @@ def check_target(target: Target) -> None:
 
 
 def _check_command(target: Target) -> None:
-    """A worker command: what a kill on the wire does not do yet is one line now."""
-    if target.deploy is not None:
-        raise InputError("a deploy test of a worker command (--deploy-to): not built yet")
-    if shutil.which(target.worker_cmd[0]) is None:
-        raise InputError(f"--worker-cmd {shown(target.worker_cmd[0])}: no such program")
+    """Worker commands: each program found, grpcio installed; a deploy between a command and a
+    Python factory is one line now."""
+    deploy = target.deploy
+    if deploy is not None and deploy.old.on_the_wire != deploy.new.on_the_wire:
+        raise InputError(
+            "a deploy between a worker command and a Python factory: give both versions as "
+            "commands (--worker-cmd, --deploy-cmd) or both as factories (--worker, --deploy-to)"
+        )
+    given = [(target.old, "--worker-cmd")] + ([(deploy.new, "--deploy-cmd")] if deploy else [])
+    for version, flag in given:
+        if shutil.which(version.command[0]) is None:
+            raise InputError(f"{flag} {shown(version.command[0])}: no such program")
     if importlib.util.find_spec("grpc") is None:
         raise InputError(
             "a worker command is killed through a gRPC proxy, which needs grpcio: "
@@ -295,10 +305,7 @@ async def _crash_test(
         runner = await _runner(target, observers, options, forked, procs, address, namespace, say)
         reference = await _references(runner, target, say)
         reference = replace(reference, pinned=options.expect_version)
-        replayed = []
-        if reference.deployed:
-            replayed = await runner.replay_pass(reference.tree)
-            say(summary(replayed, str(target.version(deployed=True))))
+        replayed = await _replay_pass(runner, target, reference, say)
         expect_diff = None
         if options.expect is not NOTHING:
             expect_diff = differences(options.expect, reference.observed)
@@ -335,6 +342,22 @@ async def _crash_test(
         ui_url=_ui_url(address, server),
         timelines=dict(runner.timelines),
     )
+
+
+async def _replay_pass(
+    runner: Runner, target: Target, reference: Reference, say: Callable[[str], None]
+) -> list[Replayed]:
+    """A deploy test's replay pass of the old version's run on the new version (`_replay`);
+    none for worker commands (it replays in a Python worker) or where nothing is deployed."""
+    new = target.version(deployed=True)
+    if reference.deployed is None:
+        return []
+    if new.on_the_wire:
+        say("no replay pass: it replays in a Python worker; the cells test the deploy")
+        return []
+    replayed = await runner.replay_pass(reference.tree)
+    say(summary(replayed, str(new)))
+    return replayed
 
 
 def _hazards(reference: Reference) -> list[str]:

@@ -57,6 +57,8 @@ class Target:
         worker_cmd: the worker as a command of any language (`node lib/worker.js`), in place of
             `worker`: it reads the server's address, namespace and task queue from the
             environment, and is killed on the wire, through a proxy (`_wire`).
+        deploy_cmd: the next version's worker command, in place of `deploy_to` (run in
+            `deploy_tree` if given).
     """
 
     worker: str  # MODULE:FACTORY, FACTORY(client, task_queue) -> Worker
@@ -70,6 +72,7 @@ class Target:
     worker_tree: str | None = None  # the source tree `worker` is imported from (None: here)
     deploy_tree: str | None = None  # the source tree `deploy_to` is imported from
     worker_cmd: tuple[str, ...] = ()  # the worker as a command, in place of `worker`
+    deploy_cmd: tuple[str, ...] = ()  # the next version's worker command, in place of deploy_to
 
     @property
     def old(self) -> Version:
@@ -79,9 +82,9 @@ class Target:
     @property
     def deploy(self) -> Deploy | None:
         """A deploy test's two versions (None: not a deploy test)."""
-        if self.deploy_to is None:
+        if self.deploy_to is None and not self.deploy_cmd:
             return None
-        return Deploy(self.old, Version(self.deploy_to, self.deploy_tree))
+        return Deploy(self.old, Version(self.deploy_to or "", self.deploy_tree, self.deploy_cmd))
 
     def version(self, deployed: bool) -> Version:
         """The old version, or (`deployed`, in a deploy test) the new one."""
@@ -91,7 +94,13 @@ class Target:
     def alone(self, version: Version) -> Target:
         """`version` tested alone (e.g. the new version's run without a crash)."""
         return replace(
-            self, worker=version.factory, worker_tree=version.tree, deploy_to=None, deploy_tree=None
+            self,
+            worker=version.factory,
+            worker_tree=version.tree,
+            worker_cmd=version.command,
+            deploy_to=None,
+            deploy_tree=None,
+            deploy_cmd=(),
         )
 
 

@@ -63,6 +63,7 @@ OPTIONS: dict[str, str] = {
     "worker_tree": "value",
     "deploy_tree": "value",
     "worker_cmd": "value",  # in place of `worker`: a worker of any SDK, as a command
+    "deploy_cmd": "value",  # in place of `deploy_to`, with `worker_cmd`
     "expect_version": "expect",
     "logs": "value",
 }

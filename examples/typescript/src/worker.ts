@@ -1,12 +1,18 @@
 // A worker as crashtest runs one of any SDK: the server's address, the namespace and the task
 // queue come from the environment (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_TASK_QUEUE);
-// it polls until it is killed.
+// it polls until it is killed. Its one argument names the workflows' version (`v1`, the
+// default; `v2`, `v2-patched`: src/deploys), bundled at build time (src/bundle.ts).
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { join } from 'node:path';
 import * as notes from './activities';
 import * as payments from './payments';
+import { VERSIONS } from './bundle';
 
 async function main(): Promise<void> {
+  const version = process.argv[2] ?? 'v1';
+  if (!(version in VERSIONS)) {
+    throw new Error(`no such version ${version}: one of ${Object.keys(VERSIONS).join(', ')}`);
+  }
   const connection = await NativeConnection.connect({
     address: process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233',
   });
@@ -14,7 +20,7 @@ async function main(): Promise<void> {
     connection,
     namespace: process.env.TEMPORAL_NAMESPACE ?? 'default',
     taskQueue: process.env.TEMPORAL_TASK_QUEUE ?? 'typescript-notes',
-    workflowBundle: { codePath: join(__dirname, 'workflows-bundle.js') },
+    workflowBundle: { codePath: join(__dirname, `workflows-${version}-bundle.js`) },
     activities: {
       writeNote: notes.writeNote,
       look_up_invoices: payments.look_up_invoices,
