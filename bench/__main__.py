@@ -4,7 +4,8 @@
 `--exact`, and how it grows with the number of boundaries (points, groups, runs, wall time,
 seconds per point, the Temporal server's CPU); what the points inside activities (after each
 effect) cost, against the same test without them; a deploy crash test against both, and its
-replay pass in milliseconds per boundary.
+replay pass in milliseconds per boundary; the same worker run as a command, killed on the wire
+through crashtest's proxy, against in process.
 
 Every figure is measured in this one run, on the same Postgres and Temporal server, so the ratios
 between them hold even on a shared, noisy machine where absolute times drift.
@@ -155,7 +156,12 @@ async def crashtests(args: argparse.Namespace) -> int:
         )
         tests: list[tuple[str, list[str], int, tuple[str, ...]]] = [
             ("grocery agent", GROCERY, runs, ("grouped", "exact", "boundaries")),
-            ("unkeyed sequence of 20", sequence(20, "unkeyed_worker"), runs, ("grouped", "exact")),
+            (
+                "unkeyed sequence of 20",
+                sequence(20, "unkeyed_worker"),
+                runs,
+                ("grouped", "exact", "boundaries", "command"),
+            ),
         ]
         for size in args.sizes:
             chosen = ["grouped"] + ["exact"] * (size <= args.exact_up_to)

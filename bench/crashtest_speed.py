@@ -48,7 +48,24 @@ MODES = {
     # Grouped, without the points inside activities (after each effect): the default set before
     # them, to weigh what they cost beside the default's time in the same bench run.
     "boundaries": ["--points", "after-effect,after-checkpoint"],
+    # The same worker run as a command (`--worker-cmd`), killed on the wire through crashtest's
+    # proxy, at the points a kill on the wire makes: against "boundaries", what the wire costs.
+    "command": ["--points", "after-effect,after-checkpoint"],
 }
+WIRED = "command"
+
+
+def as_command(args: list[str]) -> list[str]:
+    """A crash test's arguments with its Python worker factory run as a worker command (any
+    SDK's way: `python -m temporal_crashtest.worker` reads the address, namespace and task queue
+    from the environment) and its workflow named by its type."""
+    out = list(args)
+    factory = out.pop(out.index("--worker") + 1)
+    out.remove("--worker")
+    at = out.index("--workflow") + 1
+    out[at] = out[at].rpartition(":")[2]
+    command = f"{sys.executable} -m temporal_crashtest.worker --worker {factory}"
+    return ["--worker-cmd", command, *out]
 
 
 def sequence(charges: int, worker: str = "keyed_worker") -> list[str]:
@@ -247,8 +264,9 @@ async def measure(
         for mode in modes:
             progress(f"crashtest {target}: {mode} run {i + 1}/{runs}")
             path = out / f"{target.replace(' ', '-')}-{mode}-{i}.json"
-            samples[mode].append(await _one([*args, *MODES[mode]], env, path, server))
-    some = ("replay", "boundaries")  # one point only; the points but the effect ones
+            given = as_command(args) if mode == WIRED else args
+            samples[mode].append(await _one([*given, *MODES[mode]], env, path, server))
+    some = ("replay", "boundaries", WIRED)  # one point only; the points but the effect ones
     verdicts = {
         tuple(sorted(s.verdicts))
         for mode, group in samples.items()
@@ -258,8 +276,9 @@ async def measure(
     if len(verdicts) != 1:
         raise CrashtestError(f"crashtest {target}: the verdicts differ between runs: {verdicts}")
     (every,) = verdicts
-    if any(not set(s.verdicts) <= set(every) for s in samples.get("boundaries", [])):
-        raise CrashtestError(f"crashtest {target}: without the effect points, verdicts differ")
+    for mode in ("boundaries", WIRED):
+        if any(not set(s.verdicts) <= set(every) for s in samples.get(mode, [])):
+            raise CrashtestError(f"crashtest {target}: {mode}: the verdicts differ")
     return [_timing(target, mode, group) for mode, group in samples.items()]
 
 
@@ -319,6 +338,11 @@ def ratios(timings: list[Timing]) -> list[str]:
                 + ", ".join(f"{t.median_s / p.median_s:.2f}x {p.mode}" for p in plain)
             )
         bare = by.get((t.target, "boundaries"))
+        if t.mode == WIRED and bare is not None:
+            out.append(
+                f"{t.target}: a worker command through the proxy / in process = "
+                f"{t.median_s / bare.median_s:.2f}x wall ({t.points} points, the same verdicts)"
+            )
         if t.mode == "grouped" and bare is not None:
             out.append(
                 f"{t.target}: every point / without the effect points = "
