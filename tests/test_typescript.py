@@ -1,8 +1,10 @@
-"""The payments example written in TypeScript (examples/typescript/src/payments.ts: the same
-workflow, activity names, options and Postgres tables as examples/payments), crash-tested as a
-worker command on the wire and observed by the same Python observer as the Python version: the
-same table of verdicts as the Python worker killed in process, at every point a kill on the wire
-makes. Skipped, in one line, where node is missing."""
+"""The payments example and the order agent written in TypeScript (examples/typescript/src:
+payments.ts, the same workflow, activity names, options and Postgres tables as
+examples/payments; src/agent.ts and OrderAgent, examples/order_agent.py's, its model a local
+OpenAI-compatible stub, examples/model_stub.py), crash-tested as worker commands on the wire
+and observed by the same Python observers as the Python versions: the same tables of verdicts as
+the Python workers killed in process, at every point a kill on the wire makes. Skipped, in one
+line, where node is missing."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from examples.model_stub import serving
 from tests.helpers import PAYMENTS_INPUT, ROOT, child_env, crashtest_runs, failing, payments
 
 pytestmark = pytest.mark.servers
@@ -25,6 +28,20 @@ TYPESCRIPT = [
 ON_THE_WIRE = ["--points", "after-effect,after-checkpoint"]  # in-task: test_worker_command.py
 KEYED = {"PAYMENTS_KEYED": "1"}  # each charge keyed, as examples.payments.worker:keyed_worker
 CHARGES = {"after-effect:2", "after-effect:3", "after-effect:4"}
+
+
+AGENT = [
+    "--input", '"milk"', "--points", "after-effect", "--jobs", "4",
+    "--observe", "examples.frameworks.effects:effects_and_model_calls_of",
+]  # fmt: skip
+AGENTS = {
+    "typescript": ["--worker-cmd", f"node {WORKER_JS}", "--workflow", "OrderAgent", *AGENT],
+    "python": [
+        "--worker", "examples.order_agent:worker",
+        "--workflow", "examples.order_agent:OrderAgent", *AGENT,
+    ],
+}  # fmt: skip
+AGENT_KEYED = {"AGENT_KEYED": "1"}  # each tool's effect keyed (the model calls never are)
 
 
 def verdicts(report: dict[str, object]) -> dict[str, bool]:
@@ -63,3 +80,33 @@ def test_payments_in_typescript_get_the_python_verdicts(
     done, keyed = results["typescript-keyed"]
     assert done.returncode == 0, done.stdout + done.stderr
     assert failing(keyed) == set() and len(keyed["cells"]) == 5
+
+
+def test_the_order_agent_in_typescript_gets_the_python_verdicts(
+    db_url: str, temporal_address: str, tmp_path: Path
+) -> None:
+    """Keyed (each tool's effect; a provider takes no key), the points after the model calls
+    fail in either language — each call paid again — and those after the tools pass; the same
+    labels, the same verdicts. (Unkeyed, every point fails: the frameworks' tests show it.)"""
+    if shutil.which("node") is None:
+        pytest.skip("node is missing: the TypeScript worker cannot run here")
+    assert WORKER_JS.exists(), "build it: make typescript"
+    with serving() as model:
+        env = child_env(db_url, TEMPORAL_ADDRESS=temporal_address, MODEL_URL=model)
+        runs = {language: (args, AGENT_KEYED) for language, args in AGENTS.items()}
+        results = crashtest_runs(runs, env, tmp_path)
+    (ts_done, ts), (py_done, py) = results["typescript"], results["python"]
+    assert ts_done.returncode == 1, ts_done.stdout + ts_done.stderr
+    assert py_done.returncode == 1, py_done.stdout + py_done.stderr
+    assert ts["activities"] == py["activities"]
+    assert verdicts(ts) == verdicts(py)
+    assert (
+        ts["reference"]
+        == py["reference"]
+        == {
+            "effects": ["message to sam: 2 x milk ordered", "order 2 x milk"],
+            "model_calls": 2,
+        }
+    )
+    assert failing(ts) == {"after-effect:1", "after-effect:4"}  # the model calls
+    assert len(ts["cells"]) == 4  # and the two tools, which pass

@@ -6,6 +6,7 @@ import { NativeConnection, Worker } from '@temporalio/worker';
 import { join } from 'node:path';
 import * as notes from './activities';
 import * as payments from './payments';
+import * as agent from './agent';
 import { VERSIONS } from './bundle';
 
 async function main(): Promise<void> {
@@ -26,6 +27,9 @@ async function main(): Promise<void> {
       look_up_invoices: payments.look_up_invoices,
       charge: payments.charge,
       send_receipt: payments.send_receipt,
+      call_model: agent.call_model,
+      place_order: agent.place_order,
+      send_message: agent.send_message,
     },
     stickyQueueScheduleToStartTimeout: '1 second',
   });

@@ -1,9 +1,11 @@
 // TwoNotes: one note per text, in order, each an activity (a 2 s attempt: a killed worker's is
-// retried soon). PaymentsWorkflow: examples/payments' workflow, the same activity names and
-// options, so that its boundaries are labelled as the Python version's.
+// retried soon). PaymentsWorkflow: examples/payments' workflow, and OrderAgent:
+// examples/order_agent.py's, each with the same activity names and options, so that its
+// boundaries are labelled as the Python version's.
 import { proxyActivities } from '@temporalio/workflow';
 import type * as activities from './activities';
 import type * as payments from './payments';
+import type * as agent from './agent';
 import type { Charge, PaymentRequest } from './payment-types';
 
 const { writeNote } = proxyActivities<typeof activities>({ startToCloseTimeout: '2 seconds' });
@@ -29,4 +31,31 @@ export async function PaymentsWorkflow(request: PaymentRequest): Promise<number>
     charges.push(await charge({ customer: request.customer, invoice }));
   }
   return await send_receipt({ customer: request.customer, charges });
+}
+
+const { call_model, place_order, send_message } = proxyActivities<typeof agent>({
+  startToCloseTimeout: '30 seconds',
+  heartbeatTimeout: '2 seconds',
+  retry: { initialInterval: '200 milliseconds' },
+});
+const TOOLS: Record<string, (...args: never[]) => Promise<string>> = { place_order, send_message };
+const TURNS = 5; // a model that keeps calling tools is stopped here
+
+// Ask the model what to do, run the tools it calls one after another, ask again until it answers
+// in words.
+export async function OrderAgent(item: string): Promise<string> {
+  const messages: agent.Message[] = [{ role: 'user', content: `order ${item}` }];
+  for (let turn = 0; turn < TURNS; turn++) {
+    const reply = await call_model(messages);
+    messages.push(reply);
+    if (!reply.tool_calls?.length) {
+      return reply.content ?? '';
+    }
+    for (const call of reply.tool_calls) {
+      const args = Object.values(JSON.parse(call.function.arguments)) as never[];
+      const result = await TOOLS[call.function.name](...args);
+      messages.push({ role: 'tool', tool_call_id: call.id, content: result });
+    }
+  }
+  return 'the model kept calling tools';
 }

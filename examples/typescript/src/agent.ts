@@ -1,0 +1,81 @@
+// The order agent's activities (examples/order_agent.py, in TypeScript): a model call to an
+// OpenAI-compatible provider at MODEL_URL, and two tools. Each effect is a row in the examples'
+// ledger (example_effects, at DATABASE_URL), as the Python agent's: a model call (`model call
+// N`, N the turn, from the conversation) never keyed, each tool's effect keyed by `workflow
+// id:activity id` with AGENT_KEYED=1, else not.
+import { Context } from '@temporalio/activity';
+import { Pool } from 'pg';
+
+export interface Message {
+  role: string;
+  content: string | null;
+  tool_calls?: { id: string; type: string; function: { name: string; arguments: string } }[];
+  tool_call_id?: string;
+}
+
+const SCHEMA = `
+create table if not exists example_effects (
+    id bigserial primary key,
+    workflow_id text not null,
+    what text not null,
+    idempotency_key text unique
+);
+`;
+
+let pool: Pool | undefined;
+let tables: Promise<void> | undefined;
+
+async function ledger(): Promise<Pool> {
+  pool ??= new Pool({ connectionString: process.env.DATABASE_URL, max: 4 });
+  tables ??= (async (p: Pool) => {
+    const conn = await p.connect();
+    try {
+      await conn.query('begin');
+      await conn.query("select pg_advisory_xact_lock(hashtext('example-effects'))");
+      await conn.query(SCHEMA);
+      await conn.query('commit');
+    } finally {
+      conn.release();
+    }
+  })(pool);
+  await tables;
+  return pool;
+}
+
+// Take the effect `what` for this activity's workflow, once per key (unkeyed: every time).
+async function take(what: string, keyed: boolean): Promise<void> {
+  const info = Context.current().info;
+  const workflowId = info.workflowExecution?.workflowId ?? '';
+  const key = keyed ? `${workflowId}:${info.activityId}` : null;
+  await (await ledger()).query(
+    'insert into example_effects (workflow_id, what, idempotency_key) values ($1, $2, $3)' +
+      ' on conflict (idempotency_key) do nothing',
+    [workflowId, what, key],
+  );
+}
+
+export async function call_model(messages: Message[]): Promise<Message> {
+  const turn = 1 + messages.filter((m) => m.role === 'assistant').length;
+  await take(`model call ${turn}`, false);
+  const url = `${(process.env.MODEL_URL ?? '').replace(/\/$/, '')}/chat/completions`;
+  const reply = await fetch(url, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ model: 'stub', messages }),
+  });
+  if (!reply.ok) {
+    throw new Error(`the model answered ${reply.status}`);
+  }
+  const body = (await reply.json()) as { choices: { message: Message }[] };
+  return body.choices[0].message;
+}
+
+export async function place_order(item: string, quantity: number): Promise<string> {
+  await take(`order ${quantity} x ${item}`, Boolean(process.env.AGENT_KEYED));
+  return `ordered ${quantity} x ${item}`;
+}
+
+export async function send_message(to: string, text: string): Promise<string> {
+  await take(`message to ${to}: ${text}`, Boolean(process.env.AGENT_KEYED));
+  return `told ${to}`;
+}
