@@ -4,7 +4,7 @@
 // N`, N the turn, from the conversation) never keyed, each tool's effect keyed by `workflow
 // id:activity id` with AGENT_KEYED=1, else not.
 import { Context } from '@temporalio/activity';
-import { Pool } from 'pg';
+import { withTables } from './db';
 
 export interface Message {
   role: string;
@@ -22,32 +22,12 @@ create table if not exists example_effects (
 );
 `;
 
-let pool: Pool | undefined;
-let tables: Promise<void> | undefined;
-
-async function ledger(): Promise<Pool> {
-  pool ??= new Pool({ connectionString: process.env.DATABASE_URL, max: 4 });
-  tables ??= (async (p: Pool) => {
-    const conn = await p.connect();
-    try {
-      await conn.query('begin');
-      await conn.query("select pg_advisory_xact_lock(hashtext('example-effects'))");
-      await conn.query(SCHEMA);
-      await conn.query('commit');
-    } finally {
-      conn.release();
-    }
-  })(pool);
-  await tables;
-  return pool;
-}
-
 // Take the effect `what` for this activity's workflow, once per key (unkeyed: every time).
 async function take(what: string, keyed: boolean): Promise<void> {
   const info = Context.current().info;
   const workflowId = info.workflowExecution?.workflowId ?? '';
   const key = keyed ? `${workflowId}:${info.activityId}` : null;
-  await (await ledger()).query(
+  await (await withTables('example-effects', SCHEMA)).query(
     'insert into example_effects (workflow_id, what, idempotency_key) values ($1, $2, $3)' +
       ' on conflict (idempotency_key) do nothing',
     [workflowId, what, key],

@@ -5,7 +5,7 @@
 // the Python keyed_worker's; the receipt is always keyed, as there.
 import { createHash } from 'node:crypto';
 import { Context } from '@temporalio/activity';
-import { Pool } from 'pg';
+import { withTables } from './db';
 import type { Charge, ChargeInput, Invoice, PaymentRequest, ReceiptInput } from './payment-types';
 
 const SCHEMA = `
@@ -26,30 +26,7 @@ create table if not exists payment_receipts (
 );
 `;
 
-let pool: Pool | undefined;
-let tables: Promise<void> | undefined;
-
-// The pool, its tables made by the first activity that asks (a worker that runs only the notes
-// needs no database).
-async function db(): Promise<Pool> {
-  pool ??= new Pool({ connectionString: process.env.DATABASE_URL, max: 4 });
-  tables ??= createTables(pool);
-  await tables;
-  return pool;
-}
-
-// Workers starting at once must not race on create table.
-async function createTables(pool: Pool): Promise<void> {
-  const conn = await pool.connect();
-  try {
-    await conn.query('begin');
-    await conn.query("select pg_advisory_xact_lock(hashtext('payments-schema'))");
-    await conn.query(SCHEMA);
-    await conn.query('commit');
-  } finally {
-    conn.release();
-  }
-}
+const db = () => withTables('payments-schema', SCHEMA);
 
 // An activity started by a workflow has its workflow's id.
 function workflowId(): string {
