@@ -324,15 +324,26 @@ def _scheduled(
             )
         )
         return None
-    if a.task_queue.name != run.task_queue and a.task_queue.name not in served:
-        untested.append(
-            Untested(
-                f"{run.workflow_type} {name}",
-                f"runs on task queue {a.task_queue.name}, which crashtest's workers do not poll",
-            )
-        )
+    if _unserved(run, e, untested, served):
         return None
     return _scheduled_found(run, e, stamp.position)
+
+
+def _unserved(
+    run: RunHistory, e: HistoryEvent, untested: list[Untested], served: frozenset[str]
+) -> bool:
+    """Whether the activity runs on a task queue crashtest's workers do not poll (and so why,
+    in `untested`)."""
+    a = e.activity_task_scheduled_event_attributes
+    if a.task_queue.name == run.task_queue or a.task_queue.name in served:
+        return False
+    untested.append(
+        Untested(
+            f"{run.workflow_type} {a.activity_type.name}",
+            f"runs on task queue {a.task_queue.name}, which crashtest's workers do not poll",
+        )
+    )
+    return True
 
 
 def _scheduled_found(run: RunHistory, e: HistoryEvent, position: int) -> _Found:
@@ -360,12 +371,7 @@ def _unstamped(
     crashtest's Python processes (a worker command of any SDK): no stamp to read, its position
     given in the order the history records the run's boundaries; None (and why) on a task queue
     the worker command does not poll."""
-    a = e.activity_task_scheduled_event_attributes
-    if a.task_queue.name != run.task_queue and a.task_queue.name not in served:
-        where = f"{run.workflow_type} {a.activity_type.name}"
-        untested.append(Untested(where, f"runs on task queue {a.task_queue.name}"))
-        return None
-    return _scheduled_found(run, e, 0)
+    return None if _unserved(run, e, untested, served) else _scheduled_found(run, e, 0)
 
 
 def _not_on_the_wire(f: _Found) -> Untested:
