@@ -17,13 +17,15 @@ from examples.model_stub import serving
 from tests.helpers import PAYMENTS_INPUT, ROOT, child_env, crashtest_runs, failing, payments
 
 pytestmark = pytest.mark.servers
+# Few cells at a time (--jobs): each starts its worker commands afresh (~0.5 s of CPU each), and
+# many at once starve the rest of the suite on a loaded machine.
 
 WORKER_JS = ROOT / "examples" / "typescript" / "lib" / "worker.js"
 TYPESCRIPT = [
     "--worker-cmd", f"node {WORKER_JS}",
     "--workflow", "PaymentsWorkflow",
     "--input", PAYMENTS_INPUT,
-    "--observe", "examples.payments.observe:payments_of", "--jobs", "6",
+    "--observe", "examples.payments.observe:payments_of", "--jobs", "3",
 ]  # fmt: skip
 ON_THE_WIRE = ["--points", "after-effect,after-checkpoint"]  # in-task: test_worker_command.py
 KEYED = {"PAYMENTS_KEYED": "1"}  # each charge keyed, as examples.payments.worker:keyed_worker
@@ -31,7 +33,7 @@ CHARGES = {"after-effect:2", "after-effect:3", "after-effect:4"}
 
 
 AGENT = [
-    "--input", '"milk"', "--points", "after-effect", "--jobs", "4",
+    "--input", '"milk"', "--points", "after-effect", "--jobs", "2",
     "--observe", "examples.frameworks.effects:effects_and_model_calls_of",
 ]  # fmt: skip
 AGENTS = {

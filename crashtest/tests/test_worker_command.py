@@ -20,8 +20,13 @@ import pytest
 from conftest import APPS
 from test_wire import COMMANDS, command_for
 
+# Two cells at a time, four crash tests at a time: each cell starts two worker commands afresh
+# (~0.5 s of CPU each), and all of them at once (eight tests of up to 16 cells) starved the
+# rest of the suite beside two busy loops (two other tests' workers outran their deadlines).
 NOTES = ["--workflow", "TwoNotes", "--input", '["milk", "eggs"]',
-         "--observe", "notes_app:notes_of"]  # fmt: skip
+         "--observe", "notes_app:notes_of", "--jobs", "2"]  # fmt: skip
+AT_ONCE = 4
+NEEDS_NODE = ("typescript", "deploy-")  # the kinds of crash test run with node
 POINTS = ["--points", "after-effect,after-checkpoint,in-task"]
 WORKERS = {
     "typescript": None,  # the command, test_wire's (skipped where node is missing)
@@ -75,23 +80,24 @@ def _notes_run(
 def verdicts(
     temporal_address: str, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[tuple[str, bool], tuple[int, dict[str, Any]]]:
-    """Each worker's crash test, unkeyed and keyed, and the deploys (keyed), all at once: (exit
-    code, JSON report). Where node is missing, the TypeScript ones are not run (their tests
-    skip)."""
+    """Each worker's crash test, unkeyed and keyed, and the deploys (keyed), AT_ONCE at a time:
+    (exit code, JSON report). Where node is missing, the TypeScript ones are not run (their
+    tests skip)."""
     out = tmp_path_factory.mktemp("worker-command")
     node = shutil.which("node") is not None
     every = [(kind, keyed) for kind in WORKERS for keyed in (False, True)]
     every += [(f"deploy-{version}", True) for version in DEPLOYED]
-    started = {
-        (kind, keyed): _notes_run(kind, keyed, temporal_address, out)
-        for kind, keyed in every
-        if node or not (kind == "typescript" or kind.startswith("deploy-"))
-    }
+    every = [(k, keyed) for k, keyed in every if node or not k.startswith(NEEDS_NODE)]
     done = {}
-    for key, (proc, report) in started.items():
-        output, _ = proc.communicate(timeout=300)
-        assert report.exists(), output
-        done[key] = (proc.returncode, json.loads(report.read_text()))
+    for at in range(0, len(every), AT_ONCE):
+        started = {
+            (kind, keyed): _notes_run(kind, keyed, temporal_address, out)
+            for kind, keyed in every[at : at + AT_ONCE]
+        }
+        for key, (proc, report) in started.items():
+            output, _ = proc.communicate(timeout=300)
+            assert report.exists(), output
+            done[key] = (proc.returncode, json.loads(report.read_text()))
     return done
 
 
