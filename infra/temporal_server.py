@@ -17,6 +17,12 @@ command line from `dev_server_command`, tuned for fast steps and recovery:
   ~0.75 s late, and recovering from a killed worker waits on two timers (the heartbeat timeout,
   then the retry backoff). The shift absorbs clock skew between history hosts; the dev server is
   one process with one clock.
+- `matching.numTaskqueueReadPartitions=1`, `...WritePartitions=1`, `matching.maxTaskQueueIdleTime
+  ="70s"`: every crash test's workers poll task queues of their own, and each queue the server
+  has seen stays loaded (4 partitions by default, each with its timers) until it has been idle 5
+  minutes; after a test suite the server spent a fifth of a core on them while idle. One
+  partition each, unloaded 70 s after its last poll (a long poll lasts at most 60 s). A cluster
+  keeps its defaults: partitions are how a busy queue scales.
 - SQLite's write-ahead log (with a database file): one fsync per commit instead of several;
   `synchronous` stays FULL, so a committed write survives a power cut as before.
 
@@ -39,6 +45,9 @@ DYNAMIC_CONFIG = {
     "history.transferProcessorMaxPollRPS": "1000",
     "history.timerProcessorMaxPollRPS": "1000",
     "history.timerProcessorMaxTimeShift": '"10ms"',  # a JSON string
+    "matching.numTaskqueueReadPartitions": "1",
+    "matching.numTaskqueueWritePartitions": "1",
+    "matching.maxTaskQueueIdleTime": '"70s"',
 }
 SQLITE_PRAGMAS = {"journal_mode": "wal"}
 HOST, PORT = "127.0.0.1", 7233  # where `temporal server start-dev` listens by default

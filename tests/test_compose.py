@@ -177,6 +177,7 @@ def test_scripts_and_config_it_mounts() -> None:
     assert config["history.transferProcessorMaxPollRPS"] == [{"value": 1000, "constraints": {}}]
     assert config["history.timerProcessorMaxPollRPS"] == [{"value": 1000, "constraints": {}}]
     assert "history.timerProcessorMaxTimeShift" not in config  # dev only: one clock
+    assert not {k for k in config if k.startswith("matching.")}  # dev only: partitions scale
 
 
 def settings_the_code_reads() -> set[str]:
