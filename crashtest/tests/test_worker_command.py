@@ -3,8 +3,9 @@ the wire — the same notes workflow written in TypeScript (examples/typescript)
 (apps/command_worker.py), and the Python one built in process by crashtest as any factory is:
 the three give the same verdicts at every point, unkeyed (the note written twice after its
 effect) and keyed. A deploy between two TypeScript versions (`--deploy-cmd`): unpatched, every
-run in flight is stuck on the new version; patched, none. And what a worker command cannot be
-given is one line before anything starts."""
+run in flight is stuck on the new version; patched, none. A workflow whose notes are written
+in a child workflow and in the run it continues as: each killed there, in TypeScript as in
+Python. And what a worker command cannot be given is one line before anything starts."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from test_wire import COMMANDS, command_for
 NOTES = ["--workflow", "TwoNotes", "--input", '["milk", "eggs"]',
          "--observe", "notes_app:notes_of", "--jobs", "2"]  # fmt: skip
 AT_ONCE = 4
-NEEDS_NODE = ("typescript", "deploy-")  # the kinds of crash test run with node
+NEEDS_NODE = ("typescript", "deploy-", "tree-typescript")  # the kinds run with node
 POINTS = ["--points", "after-effect,after-checkpoint,in-task"]
 WORKERS = {
     "typescript": None,  # the command, test_wire's (skipped where node is missing)
@@ -34,6 +35,10 @@ WORKERS = {
     "python-in-process": ["--worker", "command_worker:build"],
 }
 EVERY = {"after-effect:1", "after-effect:2", "after-checkpoint:1", "in-task:1", "in-task:2"}
+# NotesInATree: the first note from a child, the second from the run it continues as.
+TREE = ["--workflow", "NotesInATree", "--input", '["milk", "eggs"]',
+        "--observe", "notes_app:notes_of", "--jobs", "2"]  # fmt: skip
+TREE_WORKERS = {"tree-typescript": None, "tree-python-in-process": WORKERS["python-in-process"]}
 UNKEYED_FAILS = {"after-effect:1", "after-effect:2"}  # the note written again
 DEPLOYED = ("v2", "v2-patched")  # examples/typescript/src/deploys
 
@@ -45,6 +50,8 @@ def _args(kind: str) -> list[str]:
     if kind.startswith("deploy-"):
         version = kind.removeprefix("deploy-")
         return ["--worker-cmd", node, "--deploy-cmd", f"{node} {version}", *NOTES]
+    if kind in TREE_WORKERS:
+        return [*(TREE_WORKERS[kind] or ["--worker-cmd", node]), *TREE, *POINTS]
     given = WORKERS[kind]
     if given is None:
         given = ["--worker-cmd", node if kind == "typescript" else " ".join(COMMANDS["python"])]
@@ -87,6 +94,8 @@ def verdicts(
     node = shutil.which("node") is not None
     every = [(kind, keyed) for kind in WORKERS for keyed in (False, True)]
     every += [(f"deploy-{version}", True) for version in DEPLOYED]
+    every += [("tree-typescript", False), ("tree-typescript", True)]
+    every += [("tree-python-in-process", False)]
     every = [(k, keyed) for k, keyed in every if node or not k.startswith(NEEDS_NODE)]
     done = {}
     for at in range(0, len(every), AT_ONCE):
@@ -146,6 +155,29 @@ def test_a_deploy_of_worker_commands(
         assert all("Nondeterminism" in c["diff"] for c in report["cells"]), report["cells"]
     else:
         assert code == 0 and failing(report) == set(), report["cells"]
+
+
+@pytest.mark.servers
+@pytest.mark.parametrize("keyed", [False, True])
+def test_a_worker_command_killed_in_a_child_and_a_later_run(
+    verdicts: dict[tuple[str, bool], tuple[int, dict[str, Any]]], keyed: bool
+) -> None:
+    """Each activity of a child workflow and of the run a chain continued as is a crash point
+    on the wire, found in the run at its place in the tree and named as a Python worker names
+    it: unkeyed, the points after each note's effect fail, as in process; keyed, none."""
+    command_for("typescript")  # skips where node is missing
+    code, report = verdicts[("tree-typescript", keyed)]
+    assert report["activities"] == ["run 1: OneNote/writeNoteIn", "run 2: writeNoteIn"]
+    assert {c["crash_at"] for c in report["cells"]} == EVERY, report["cells"]
+    only_ends = "after-checkpoint:2 (run 2: writeNoteIn)"  # after it the run only ends
+    assert [u["boundary"] for u in report["untested"]] == [only_ends]
+    assert failing(report) == (set() if keyed else UNKEYED_FAILS), report["cells"]
+    assert code == (0 if keyed else 1)
+    assert report["reference"] == ["milk", "eggs"]
+    if not keyed:
+        _, in_process = verdicts[("tree-python-in-process", False)]
+        assert {c["crash_at"] for c in in_process["cells"]} == EVERY
+        assert failing(in_process) == failing(report)
 
 
 @pytest.mark.parametrize(

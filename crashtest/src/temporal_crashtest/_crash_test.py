@@ -391,6 +391,7 @@ async def _runner(
         address=address,
         namespace=namespace,
         env=observers.worker_env(),
+        client=client,
     )
     session = Session(
         client=client,

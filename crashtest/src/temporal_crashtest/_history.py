@@ -374,17 +374,6 @@ def _unstamped(
     return None if _unserved(run, e, untested, served) else _scheduled_found(run, e, 0)
 
 
-def _not_on_the_wire(f: _Found) -> Untested:
-    """A boundary of a child or a later run, where the worker is a command killed on the wire:
-    nothing on the wire tells a run's place in the tree yet."""
-    local = " (local)" if f.local else ""
-    return Untested(
-        f"{f.run.workflow_type} {f.activity}{local}",
-        "a worker command is killed on the wire in the root's first run only (a child's or "
-        "a later run's activity)",
-    )
-
-
 def _local_activity(
     run: RunHistory, e: HistoryEvent, untested: list[Untested]
 ) -> tuple[int, _Found] | None:
@@ -484,11 +473,7 @@ def read_tree(runs: list[RunHistory], served: frozenset[str] = frozenset()) -> T
     tree = Tree(runs)
     found: list[_Found] = []
     for run in runs:
-        in_run = _found_in(run, tree.untested, served)
-        if run.stamped or run is runs[0]:
-            found += in_run
-        else:
-            tree.untested += [_not_on_the_wire(f) for f in in_run]
+        found += _found_in(run, tree.untested, served)
     ordered = _in_order(runs, found)
     names = scope_names({r.scope for r in runs})
     per_scope = Counter((f.run.scope, f.activity) for f in ordered)

@@ -25,7 +25,7 @@ from temporalio.client import Client, WorkflowExecutionDescription, WorkflowHand
 from temporalio.service import RPCError, RPCStatusCode
 
 from temporal_crashtest._history import RunHistory, seconds_text, with_likely_cause
-from temporal_crashtest._interceptor import ROOT_SCOPE, SCOPE_HEADER, decode_scope
+from temporal_crashtest._interceptor import ROOT_SCOPE, SCOPE_HEADER, decode_scope, next_run
 
 # A worker takes a second or two to start; a workflow task unclaimed for longer than this, on a
 # task queue that no worker polls for workflows, will never be taken. 10 s once failed a Deep
@@ -54,19 +54,22 @@ async def tree_histories(
 ) -> list[RunHistory]:
     """Every run of the tree rooted at the run `first_run_id` of `workflow_id`: the runs of its
     continue-as-new chain and, at any depth, the child workflows they started (`stamped`: their
-    workers are crashtest's Python processes, `RunHistory.stamped`)."""
+    workers are crashtest's Python processes, `RunHistory.stamped`). A run's scope is the one
+    its start header carries; unstamped, none does, and it is read from the tree's shape
+    (`tree_scope`), as a Python worker's interceptor would have named it."""
     runs: list[RunHistory] = []
-    todo = [(workflow_id, first_run_id)]
+    todo = [(workflow_id, first_run_id, ROOT_SCOPE)]
     while todo:
-        wid, rid = todo.pop(0)
+        wid, rid, shaped = todo.pop(0)
         history = await client.get_workflow_handle(wid, run_id=rid).fetch_history()
         if not history.events:
             continue
         started = history.events[0].workflow_execution_started_event_attributes
         where = decode_scope(started.header.fields.get(SCOPE_HEADER))
+        scope = where.scope if where else shaped if not stamped else ROOT_SCOPE
         runs.append(
             RunHistory(
-                scope=where.scope if where else ROOT_SCOPE,
+                scope=scope,
                 workflow_id=wid,
                 run_id=rid,
                 workflow_type=started.workflow_type.name,
@@ -75,18 +78,30 @@ async def tree_histories(
                 stamped=stamped,
             )
         )
-        for e in history.events:
-            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
-                todo.append(
-                    (
-                        wid,
-                        e.workflow_execution_continued_as_new_event_attributes.new_execution_run_id,
-                    )
-                )
-            elif e.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED:
-                child = e.child_workflow_execution_started_event_attributes.workflow_execution
-                todo.append((child.workflow_id, child.run_id))
+        todo += [(w, r, s) for w, r, s in tree_scope(history, scope)]
     return runs
+
+
+def tree_scope(history: WorkflowHistory, scope: str) -> list[tuple[str, str, str]]:
+    """The runs one run of scope `scope` started, each `(workflow id, run id, scope)`: the
+    chain's next run (`@R+1`), and each child (`/Type#K@1`, the K-th of its type this run
+    started, in the order it started them)."""
+    started: list[tuple[str, str, str]] = []
+    children: dict[str, int] = {}
+    kth: dict[int, str] = {}  # initiated event id -> the child's scope
+    for e in history.events:
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+            after = e.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+            started.append((history.workflow_id, after, next_run(scope)))
+        elif e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
+            kind = e.start_child_workflow_execution_initiated_event_attributes.workflow_type.name
+            children[kind] = children.get(kind, 0) + 1
+            kth[e.event_id] = f"{scope}/{kind}#{children[kind]}@1"
+        elif e.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED:
+            attrs = e.child_workflow_execution_started_event_attributes
+            child = attrs.workflow_execution
+            started.append((child.workflow_id, child.run_id, kth.get(attrs.initiated_event_id, "")))
+    return started
 
 
 @dataclass(frozen=True)

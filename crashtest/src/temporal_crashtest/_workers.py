@@ -12,15 +12,20 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import TYPE_CHECKING
+
+from temporalio.client import Client
 
 from temporal_crashtest._connect import security_for
 from temporal_crashtest._errors import CellFailed
 from temporal_crashtest._interceptor import CrashSite
 from temporal_crashtest._model import Target, Version
+from temporal_crashtest._polling import tree_histories
 from temporal_crashtest._processes import Child, Processes
 from temporal_crashtest._status import Status, WorkerStatus
 from temporal_crashtest._wire.kill import KillAtSite
+from temporal_crashtest._wire.scopes import RunScopes
 from temporal_crashtest._wire.status import WireStatus
 from temporal_crashtest.worker import GO, PARENT_PID_ENV
 
@@ -78,6 +83,7 @@ class Workers:
     address: str
     namespace: str
     env: Mapping[str, str]
+    client: Client  # the crash test's: a kill on the wire reads the run's tree through it
 
     async def start(
         self,
@@ -129,7 +135,8 @@ class Workers:
         from temporal_crashtest._wire.forward import Upstream, WireProxy
 
         if crash_at is not None and workflow_id is not None:
-            status: WireStatus = KillAtSite(crash_at, workflow_id, warm)
+            scopes = RunScopes(partial(self._tree_of, workflow_id))
+            status: WireStatus = KillAtSite(crash_at, workflow_id, scopes, warm)
         else:
             status = WireStatus(warm)
         proxy = WireProxy(Upstream.of(self.address, security_for(self.address)), [status])
@@ -147,6 +154,14 @@ class Workers:
         if isinstance(status, KillAtSite):
             status.arm(child.pid)
         return Worker(name, child, status, proxy)
+
+    async def _tree_of(self, workflow_id: str) -> dict[tuple[str, str], str]:
+        """Every run of the tree of `workflow_id` the server has now, by (workflow id, run id):
+        its scope, read from the tree's shape (`_polling.tree_scope`)."""
+        described = await self.client.get_workflow_handle(workflow_id).describe()
+        first = described.raw_description.workflow_execution_info.first_run_id
+        runs = await tree_histories(self.client, workflow_id, first, stamped=False)
+        return {(r.workflow_id, r.run_id): r.scope for r in runs}
 
     def args(self, factory: str, task_queue: str) -> list[str]:
         """`python -m temporal_crashtest.worker`'s arguments for `factory` on `task_queue`."""

@@ -15,3 +15,15 @@ export async function writeNote(text: string): Promise<void> {
   }
   appendFileSync(path, `${key} ${text}\n`);
 }
+
+// writeNote into the notes of the run `file` (a child's note in its root's), keyed by the workflow
+// that writes it.
+export async function writeNoteIn(file: string, text: string): Promise<void> {
+  const info = Context.current().info;
+  const path = join(process.env.NOTES_DIR ?? '.', `${file}.txt`);
+  const key = `${info.workflowExecution?.workflowId ?? ''}:${info.activityId}`;
+  if (process.env.NOTES_KEYED && existsSync(path) && readFileSync(path, 'utf8').includes(key)) {
+    return;
+  }
+  appendFileSync(path, `${key} ${text}\n`);
+}

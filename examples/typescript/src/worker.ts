@@ -24,6 +24,7 @@ async function main(): Promise<void> {
     workflowBundle: { codePath: join(__dirname, `workflows-${version}-bundle.js`) },
     activities: {
       writeNote: notes.writeNote,
+      writeNoteIn: notes.writeNoteIn,
       look_up_invoices: payments.look_up_invoices,
       charge: payments.charge,
       send_receipt: payments.send_receipt,

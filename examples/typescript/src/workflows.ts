@@ -2,17 +2,37 @@
 // retried soon). PaymentsWorkflow: examples/payments' workflow, and OrderAgent:
 // examples/order_agent.py's, each with the same activity names and options, so that its
 // boundaries are labelled as the Python version's.
-import { proxyActivities } from '@temporalio/workflow';
+import { continueAsNew, executeChild, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type * as activities from './activities';
 import type * as payments from './payments';
 import type * as agent from './agent';
 import type { Charge, PaymentRequest } from './payment-types';
 
-const { writeNote } = proxyActivities<typeof activities>({ startToCloseTimeout: '2 seconds' });
+const { writeNote, writeNoteIn } = proxyActivities<typeof activities>({
+  startToCloseTimeout: '2 seconds',
+});
 
 export async function TwoNotes(texts: string[]): Promise<number> {
   for (const text of texts) {
     await writeNote(text);
+  }
+  return texts.length;
+}
+
+export async function OneNote(file: string, text: string): Promise<void> {
+  await writeNoteIn(file, text);
+}
+
+// The first note from a child workflow, the rest from the run this one continues as: a crash
+// point in a child, and one in a later run of the chain (crashtest's apps/command_worker.py).
+export async function NotesInATree(texts: string[]): Promise<number> {
+  const root = workflowInfo().workflowId; // each note lands in the root's notes
+  if (texts.length > 1) {
+    await executeChild(OneNote, { args: [root, texts[0]] });
+    await continueAsNew<typeof NotesInATree>(texts.slice(1));
+  }
+  for (const text of texts) {
+    await writeNoteIn(root, text);
   }
   return texts.length;
 }

@@ -21,6 +21,7 @@ from temporalio.api.workflowservice.v1 import (
 from temporal_crashtest._history import LOCAL_ACTIVITY_MARKER
 from temporal_crashtest._interceptor import CrashSite
 from temporal_crashtest._points import Moment
+from temporal_crashtest._wire.scopes import RunScopes
 from temporal_crashtest._wire.status import WireStatus
 from temporal_crashtest._wire.tasks import WORKFLOW_TASK_DONE, ActivityTask, TaskEnd, WireTasks
 from temporal_crashtest._wire.watch import Pass
@@ -68,9 +69,10 @@ class KillAtCompletion(WireTasks):
 
 class KillAtSite(WireStatus):
     """A worker's status read off the wire (`WireStatus`) that, once armed with the worker
-    group's `pid`, kills it at `site` in the run `workflow_id` — the boundary found by its
-    activity id, as the run's history names it — and says so in `crash`, as a crashtest Python
-    worker says it before it kills itself:
+    group's `pid`, kills it at `site` in the tree of the run `workflow_id` — the boundary found
+    by its activity id, as the run's history names it, in the run at the site's place in the
+    tree (`scopes`: a child, a later run of a chain) — and says so in `crash`, as a crashtest
+    Python worker says it before it kills itself:
 
     - `after-effect`: as the worker sends the activity's completion, or its failure for good
       (an attempt its retry policy does not retry); the call is dropped, never heard. A local
@@ -80,9 +82,11 @@ class KillAtSite(WireStatus):
     - `in-task`: as it sends the commands of the workflow task that schedules the activity.
     """
 
-    def __init__(self, site: CrashSite, workflow_id: str, warm: bool = False) -> None:
+    def __init__(
+        self, site: CrashSite, workflow_id: str, scopes: RunScopes, warm: bool = False
+    ) -> None:
         super().__init__(warm)
-        self.site, self.workflow_id = site, workflow_id
+        self.site, self.workflow_id, self.scopes = site, workflow_id, scopes
         self.pid: int | None = None
 
     def arm(self, pid: int) -> None:
@@ -92,19 +96,21 @@ class KillAtSite(WireStatus):
         how = await super().before(method, request)
         if self.pid is None or self.crash is not None:
             return how
-        where = self._reached(method, request)
+        where = await self._reached(method, request)
         if where is None:
             return how
         self.crash = {"in_flight": [], "attempts": [], "where": where}
         kill_group(self.pid)
         return Pass.ALONE if self.site.moment is Moment.AFTER_CHECKPOINT else Pass.DROP
 
-    def _reached(self, method: str, request: bytes) -> str | None:
+    async def _reached(self, method: str, request: bytes) -> str | None:
         """What the worker is sending, if it is the site's moment (None: not yet)."""
         site = self.site
         if method == WORKFLOW_TASK_DONE:
             done = RespondWorkflowTaskCompletedRequest.FromString(request)
-            if self.workflow_tasks.get(done.task_token) != self.workflow_id:
+            workflow_id = self.workflow_tasks.get(done.task_token)
+            run_id = self.runs.get(done.task_token, "")
+            if workflow_id is None or not await self._in_scope(workflow_id, run_id):
                 return None
             commands = done.commands
             if site.moment is Moment.IN_TASK and not site.local:
@@ -116,15 +122,23 @@ class KillAtSite(WireStatus):
         if site.local or site.moment is Moment.IN_TASK:
             return None
         end = self.end_of(method, request)
-        if end is None or end.task.workflow_id != self.workflow_id:
+        if end is None or end.task.activity_id != site.activity_id:
             return None
-        if end.task.activity_id != site.activity_id:
+        if not await self._in_scope(end.task.workflow_id, end.task.run_id):
             return None
         if end.how == "completed":
             return f"activity {site.activity_id}'s completion"
         if end.how == "failed" and _for_good(end.task, request):
             return f"activity {site.activity_id}'s failure for good"
         return None
+
+    async def _in_scope(self, workflow_id: str, run_id: str) -> bool:
+        """Whether the run is the site's: in this test's run, at its place in the tree (the
+        root's chain is the test's workflow id; a child has an id of its own)."""
+        in_the_chain = "/" not in self.site.scope
+        if (workflow_id == self.workflow_id) != in_the_chain:
+            return False
+        return await self.scopes.of(workflow_id, run_id) == self.site.scope
 
 
 def _schedules(command: Command, activity_id: str) -> bool:
