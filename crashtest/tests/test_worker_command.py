@@ -174,6 +174,8 @@ def test_a_worker_command_killed_in_a_child_and_a_later_run(
     assert failing(report) == (set() if keyed else UNKEYED_FAILS), report["cells"]
     assert code == (0 if keyed else 1)
     assert report["reference"] == ["milk", "eggs"]
+    # The attempt a kill dies reporting is the kill's, not one more the worker held.
+    assert all(c["in_flight"] == [] for c in report["cells"]), report["cells"]
     if not keyed:
         _, in_process = verdicts[("tree-python-in-process", False)]
         assert {c["crash_at"] for c in in_process["cells"]} == EVERY

@@ -83,11 +83,14 @@ async def fast_forward(
     attempts: list[Attempt],
     why: str,
     identity: str | None = None,
+    killed: _Where | None = None,
 ) -> FastForward:
     """Right after a kill: take the tree's open runs off the dead worker's sticky queue, then
     fail the attempts it held that another attempt follows (keeping their last heartbeat's
     details): those its interceptor reported (`attempts`), and every other pending activity the
-    server last started on the dead worker (`identity`)."""
+    server last started on the dead worker (`identity`). `killed`: the attempt a kill on the
+    wire died reporting (no interceptor reports it): found as the others are, said as the
+    interceptor's are, not among the others it held."""
     runs = await open_runs(client, handle)
     details: dict[_Where, Payloads] = {}
     others: list[tuple[str, str, PendingActivityInfo]] = []
@@ -104,9 +107,12 @@ async def fast_forward(
     failure = _killed(why)
     ends = await asyncio.gather(*(_end(client, a, details, failure) for a in attempts))
     held = await asyncio.gather(*(end_held(client, *p, why) for p in others))
-    also = [p[2].activity_type.name for p, ok in zip(others, held, strict=True) if ok]
+    ended = [p for p, ok in zip(others, held, strict=True) if ok]
+    also = [p.activity_type.name for w, r, p in ended if (w, r, p.activity_id) != killed]
+    dying = [pending_end(p) for w, r, p in ended if (w, r, p.activity_id) == killed]
     found = frozenset((run_id, pending.activity_id) for _, run_id, pending in others)
-    return FastForward(_what_was_done(len(runs), attempts, ends, also), also, found)
+    done = _what_was_done(len(runs), attempts, ends, also, [(e.retried, e.shorten) for e in dying])
+    return FastForward(done, also, found)
 
 
 async def _off_sticky(client: Client, run: OpenRun) -> None:
@@ -147,16 +153,23 @@ async def _end(
 
 
 def _what_was_done(
-    runs: int, attempts: list[Attempt], ends: list[str | None], also: list[str]
+    runs: int,
+    attempts: list[Attempt],
+    ends: list[str | None],
+    also: list[str],
+    killed: list[tuple[bool, str]],
 ) -> list[str]:
-    """The fast-forward's lines for the report."""
+    """The fast-forward's lines for the report (`killed`: the attempt a kill on the wire died
+    reporting, if it was ended: whether a retry follows, the timeout shortened if not)."""
     done = [f"{runs} open run(s) taken off the killed worker's sticky queue"]
-    if retried := sum(e is None for e, a in zip(ends, attempts, strict=True) if a.retryable):
+    ended = [(e is None, a.retryable, a.shorten) for e, a in zip(ends, attempts, strict=True)]
+    ended += [(True, retryable, shorten) for retryable, shorten in killed]
+    if retried := sum(ok for ok, retryable, _ in ended if retryable):
         done.append(f"{retried} attempt(s) it held failed at once, to be retried")
-    for e, a in zip(ends, attempts, strict=True):
-        if e is None and not a.retryable:
+    for ok, retryable, shorten in ended:
+        if ok and not retryable:
             done.append(
-                f"an attempt no retry follows: its {a.shorten} timeout shortened to "
+                f"an attempt no retry follows: its {shorten} timeout shortened to "
                 f"{ENDING_TIMEOUT.total_seconds():g} s, so the server times it out now and the "
                 "workflow handles the activity's failure"
             )

@@ -69,8 +69,14 @@ async def after_the_kill(
     held: frozenset[ActivityOf] = frozenset()
     if fast:
         attempts = [Attempt(**a) for a in crash.get("attempts", [])]
+        dying = crash.get("killed")  # on the wire: the attempt whose end the kill dropped
         forward = await fast_forward(
-            client, handle, attempts, point.crash_at, str(facts.get("identity") or "") or None
+            client,
+            handle,
+            attempts,
+            point.crash_at,
+            str(facts.get("identity") or "") or None,
+            (dying["workflow_id"], dying["run_id"], dying["activity_id"]) if dying else None,
         )
         done = forward.done
         in_flight += [f"{name} (held)" for name in forward.also_held]

@@ -100,6 +100,14 @@ class KillAtSite(WireStatus):
         if where is None:
             return how
         self.crash = {"in_flight": [], "attempts": [], "where": where}
+        end = self.end_of(method, request)
+        if end is not None:  # the attempt it dies reporting: ended by the fast-forward
+            task = end.task
+            self.crash["killed"] = {
+                "workflow_id": task.workflow_id,
+                "run_id": task.run_id,
+                "activity_id": task.activity_id,
+            }
         kill_group(self.pid)
         return Pass.ALONE if self.site.moment is Moment.AFTER_CHECKPOINT else Pass.DROP
 
