@@ -7,6 +7,9 @@ after a kill asks again with the same conversation and must get the same answer)
   (to sam, saying so);
 - otherwise: the final answer, in words.
 
+Each choice says why the model stopped (`finish_reason`: `tool_calls`, else `stop`), as OpenAI's
+API does: the AI SDK (`@temporalio/ai-sdk`) runs the tools a reply calls only when it says so.
+
 `serving()` runs it on a free port of 127.0.0.1 in a thread of the caller's process;
 `python -m examples.model_stub` runs it until stopped and prints its URL.
 """
@@ -56,9 +59,10 @@ class _Completions(BaseHTTPRequestHandler):
         if self.path.split("?")[0] != "/v1/chat/completions":
             self.send_error(404)
             return
-        body = json.dumps(
-            {"object": "chat.completion", "choices": [{"index": 0, "message": answer(messages)}]}
-        ).encode()
+        message = answer(messages)
+        finish = "tool_calls" if message.get("tool_calls") else "stop"  # as OpenAI says it
+        choice = {"index": 0, "message": message, "finish_reason": finish}
+        body = json.dumps({"object": "chat.completion", "choices": [choice]}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
