@@ -1,7 +1,8 @@
 """The payments example and the order agent written in TypeScript (examples/typescript/src:
 payments.ts, the same workflow, activity names, options and Postgres tables as
 examples/payments; src/agent.ts and OrderAgent, examples/order_agent.py's, its model a local
-OpenAI-compatible stub, examples/model_stub.py), crash-tested as worker commands on the wire
+OpenAI-compatible stub, examples/model_stub.py; and AiSdkOrderAgent, the same agent on the AI
+SDK through @temporalio/ai-sdk, src/ai-sdk-agent.ts), crash-tested as worker commands on the wire
 and observed by the same Python observers as the Python versions: the same tables of verdicts as
 the Python workers killed in process, at every point a kill on the wire makes. Skipped, in one
 line, where node is missing."""
@@ -36,8 +37,12 @@ AGENT = [
     "--input", '"milk"', "--points", "after-effect", "--jobs", "2",
     "--observe", "examples.frameworks.effects:effects_and_model_calls_of",
 ]  # fmt: skip
+AI_SDK_WORKER_JS = WORKER_JS.with_name("ai-sdk-worker.js")
 AGENTS = {
     "typescript": ["--worker-cmd", f"node {WORKER_JS}", "--workflow", "OrderAgent", *AGENT],
+    "ai-sdk": [
+        "--worker-cmd", f"node {AI_SDK_WORKER_JS}", "--workflow", "AiSdkOrderAgent", *AGENT,
+    ],
     "python": [
         "--worker", "examples.order_agent:worker",
         "--workflow", "examples.order_agent:OrderAgent", *AGENT,
@@ -89,7 +94,9 @@ def test_the_order_agent_in_typescript_gets_the_python_verdicts(
 ) -> None:
     """Keyed (each tool's effect; a provider takes no key), the points after the model calls
     fail in either language — each call paid again — and those after the tools pass; the same
-    labels, the same verdicts. (Unkeyed, every point fails: the frameworks' tests show it.)"""
+    labels, the same verdicts. The same agent on the AI SDK (`@temporalio/ai-sdk`: the model
+    call its activity `invokeModel`, the tools run at once) gets the same verdicts. (Unkeyed,
+    every point fails: the frameworks' tests show it.)"""
     if shutil.which("node") is None:
         pytest.skip("node is missing: the TypeScript worker cannot run here")
     assert WORKER_JS.exists(), "build it: make typescript"
@@ -98,13 +105,16 @@ def test_the_order_agent_in_typescript_gets_the_python_verdicts(
         runs = {language: (args, AGENT_KEYED) for language, args in AGENTS.items()}
         results = crashtest_runs(runs, env, tmp_path)
     (ts_done, ts), (py_done, py) = results["typescript"], results["python"]
-    assert ts_done.returncode == 1, ts_done.stdout + ts_done.stderr
-    assert py_done.returncode == 1, py_done.stdout + py_done.stderr
+    ai_done, ai = results["ai-sdk"]
+    for done in (ts_done, py_done, ai_done):
+        assert done.returncode == 1, done.stdout + done.stderr
     assert ts["activities"] == py["activities"]
-    assert verdicts(ts) == verdicts(py)
+    assert ai["activities"][1:3] == py["activities"][1:3] == ["place_order", "send_message"]
+    assert verdicts(ts) == verdicts(py) == verdicts(ai)
     assert (
         ts["reference"]
         == py["reference"]
+        == ai["reference"]
         == {
             "effects": ["message to sam: 2 x milk ordered", "order 2 x milk"],
             "model_calls": 2,

@@ -34,9 +34,13 @@ async function take(what: string, keyed: boolean): Promise<void> {
   );
 }
 
+// A model call about to be made, after `answered` answers: paid for, never keyed.
+export async function recordModelCall(answered: number): Promise<void> {
+  await take(`model call ${1 + answered}`, false);
+}
+
 export async function call_model(messages: Message[]): Promise<Message> {
-  const turn = 1 + messages.filter((m) => m.role === 'assistant').length;
-  await take(`model call ${turn}`, false);
+  await recordModelCall(messages.filter((m) => m.role === 'assistant').length);
   const url = `${(process.env.MODEL_URL ?? '').replace(/\/$/, '')}/chat/completions`;
   const reply = await fetch(url, {
     method: 'POST',
