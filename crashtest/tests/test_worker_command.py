@@ -182,6 +182,29 @@ def test_a_worker_command_killed_in_a_child_and_a_later_run(
         assert failing(in_process) == failing(report)
 
 
+@pytest.mark.servers
+def test_crashtests_own_python_worker_as_a_command_is_forked(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    """`python -m temporal_crashtest.worker --worker F` as the worker command, in the crash
+    test's own interpreter: forked, built, from a fork server (as fast as in process) and killed
+    on the wire, with the in-process verdict."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    env = {**os.environ, "TEMPORAL_ADDRESS": temporal_address, "NOTES_DIR": str(notes)}
+    env["PYTHONPATH"] = os.pathsep.join([str(APPS), *sys.path])
+    command = f"{sys.executable} -m temporal_crashtest.worker --worker command_worker:build"
+    report = tmp_path / "report.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "temporal_crashtest", "run", "--worker-cmd", command, *NOTES,
+         "--points", "after-effect:1", "--json", str(report)],
+        env=env, cwd=APPS, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "each worker is forked from a fork server, built, and killed on the wire" in done.stderr
+    assert failing(json.loads(report.read_text())) == {"after-effect:1"}
+
+
 @pytest.mark.parametrize(
     ("args", "says"),
     [

@@ -524,9 +524,9 @@ async def _start_forks(
     versions = {
         name: v
         for name, v in (("old", target.version(False)), ("new", target.version(True)))
-        if not v.on_the_wire  # a worker command is started as it is
+        if v.forked_factory  # another worker command is started as it is
     }
-    here = [v.factory for v in versions.values() if not v.tree]
+    here = [v.forked_factory or "" for v in versions.values() if not v.tree]
     if isinstance(forked, ForkedServer):  # it imported this tree's code (none, if none is here)
         why = await procs.adopt_fork_server(forked)
     elif here:
@@ -542,12 +542,17 @@ async def _start_forks(
     for version, v in versions.items():
         if v.tree is None or v.tree in procs.forks:
             continue
-        imports = _imports(target, v.factory)
+        imports = _imports(target, v.forked_factory or "")
         why = await procs.start_fork_server(imports, v.tree, f"forkserver-{version}")
         if why is not None and why.startswith(CANNOT_IMPORT):
             raise InputError(f"the {version} version in {shown(v.tree)}: {why}")
         if why is not None:
             say(f"the {version} version's workers start afresh (none can be forked: {why})")
+    if any(v.on_the_wire and procs.forking(v.tree) for v in versions.values()):
+        say(
+            "the worker command is crashtest's Python worker in this interpreter: each worker "
+            "is forked from a fork server, built, and killed on the wire"
+        )
 
 
 def _imports(target: Target, factory: str) -> list[str]:

@@ -5,7 +5,10 @@ state and the tree of boundaries its histories list)."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import shutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -30,6 +33,7 @@ from temporal_crashtest._text import finite, shown
 Observe = Callable[[str], Any]
 """`observe(workflow_id) -> JSON-able`: your view of a run's final state (sync or async)."""
 Drive = Callable[[WorkflowHandle[Any, Any]], Any]
+CRASHTEST_WORKER = "temporal_crashtest.worker"  # the module of crashtest's Python worker
 """`drive(handle)`: sends the signals and updates a run waits for (sync or async)."""
 
 
@@ -119,6 +123,28 @@ class Version:
         """Its workers are commands, killed on the wire: their activities carry no stamp, their
         runs are numbered from the history alone (`RunHistory.stamped`)."""
         return bool(self.command)
+
+    @property
+    def crashtest_worker(self) -> list[str] | None:
+        """A command that runs crashtest's own Python worker in this interpreter (`python -m
+        temporal_crashtest.worker ARGS`, `python` this process's): ARGS. Its workers are forked
+        from a fork server, built, as a factory's are, and killed on the wire all the same.
+        None: any other command."""
+        found = shutil.which(self.command[0]) if self.command else None
+        if found is None or os.path.abspath(found) != os.path.abspath(sys.executable):
+            return None
+        if list(self.command[1:3]) != ["-m", CRASHTEST_WORKER]:
+            return None
+        return list(self.command[3:])
+
+    @property
+    def forked_factory(self) -> str | None:
+        """The factory a fork server imports for its workers (None: they are started as
+        commands)."""
+        if not self.command:
+            return self.factory
+        args = self.crashtest_worker or []
+        return next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "--worker"), None)
 
     def __str__(self) -> str:
         what = shlex.join(self.command) if self.command else self.factory

@@ -272,13 +272,18 @@ class Processes:
             await self.stop(server.proc)
         return why
 
+    def forking(self, tree: str | None) -> bool:
+        """Whether the fork server of source tree `tree` runs."""
+        forks = self.forks.get(tree)
+        return forks is not None and forks.proc.returncode is None
+
     async def start_worker(
         self, name: str, args: list[str], tree: str | None = None, **env: str
     ) -> Child:
         """`python <args>` (a worker's, of source tree `tree`), forked if that tree's fork
         server runs, else started afresh."""
         forks = self.forks.get(tree)
-        if forks is None or forks.proc.returncode is not None:
+        if forks is None or not self.forking(tree):
             return await self.start(name, args, tree, **env)
         if args[:2] != ["-m", "temporal_crashtest.worker"]:
             raise ValueError(f"the fork server forks workers only, not {args[:2]}")

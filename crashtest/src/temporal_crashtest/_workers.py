@@ -20,7 +20,7 @@ from temporalio.client import Client
 from temporal_crashtest._connect import security_for
 from temporal_crashtest._errors import CellFailed
 from temporal_crashtest._interceptor import CrashSite
-from temporal_crashtest._model import Target, Version
+from temporal_crashtest._model import CRASHTEST_WORKER, Target, Version
 from temporal_crashtest._polling import tree_histories
 from temporal_crashtest._processes import Child, Processes
 from temporal_crashtest._status import Status, WorkerStatus
@@ -145,15 +145,29 @@ class Workers:
         env |= {ADDRESS_ENV: proxy.address, NAMESPACE_ENV: self.namespace}
         env |= {TASK_QUEUE_ENV: task_queue}
         try:
-            child = await self.procs.start_command(
-                name, version.command, version.tree, env, drop=TO_THE_SERVER_ONLY
-            )
+            child = await self._command(name, version, env)
         except BaseException:
             await proxy.stop()
             raise
         if isinstance(status, KillAtSite):
             status.arm(child.pid)
         return Worker(name, child, status, proxy)
+
+    async def _command(self, name: str, version: Version, env: dict[str, str]) -> Child:
+        """A worker command started, in a process group of its own; crashtest's own Python
+        worker in this interpreter forked instead, built, where its tree's fork server runs:
+        given the proxy's address as an argument, its environment still names the server, so
+        the TLS settings (which apply to the configured address only, `_connect.security_for`)
+        leave it talking plain text to the proxy."""
+        args = version.crashtest_worker
+        if args is not None and self.procs.forking(version.tree):
+            where = {k: env.pop(k) for k in (ADDRESS_ENV, NAMESPACE_ENV, TASK_QUEUE_ENV)}
+            args = ["-m", CRASHTEST_WORKER, *args, "--address", where[ADDRESS_ENV]]
+            args += ["--namespace", where[NAMESPACE_ENV], "--task-queue", where[TASK_QUEUE_ENV]]
+            return await self.procs.start_worker(name, args, version.tree, **env)
+        return await self.procs.start_command(
+            name, version.command, version.tree, env, drop=TO_THE_SERVER_ONLY
+        )
 
     async def _tree_of(self, workflow_id: str) -> dict[tuple[str, str], str]:
         """Every run of the tree of `workflow_id` the server has now, by (workflow id, run id):

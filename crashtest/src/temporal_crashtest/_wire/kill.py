@@ -7,6 +7,7 @@ group is SIGKILLed."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -28,11 +29,13 @@ from temporal_crashtest._wire.watch import Pass
 
 
 def kill_group(pid: int) -> None:
-    """SIGKILL the process group `pid` leads (a worker command and whatever it started)."""
+    """SIGKILL the process group `pid` leads (a worker command and whatever it started), or the
+    process `pid` where it leads none (crashtest's Python worker, forked: it starts nothing)."""
     try:
         os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass  # already gone: nothing to kill
+    except ProcessLookupError:  # no group of that id: the process alone, if it is there
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 class KillAtCompletion(WireTasks):
