@@ -429,8 +429,8 @@ def cli() -> None:
             exit_now(EXIT_ALL_MATCH)
         target, observe, options = from_args(args)
         # The workers' code is imported now, and no thread runs yet: fork the fork server here
-        # (a worker command is started as it is).
-        forked = NotForked("") if target.old.on_the_wire else fork_here()
+        # (a worker command is started as it is, but crashtest's own Python worker).
+        forked = fork_here() if target.old.forked_factory else NotForked("")
         code = asyncio.run(main(args, target, observe, options, forked))
     except CrashTestError as err:
         print(f"crashtest: error: {shown(err)}", file=sys.stderr)

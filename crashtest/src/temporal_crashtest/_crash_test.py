@@ -182,6 +182,8 @@ def check_target(target: Target) -> None:
     deploy = target.deploy
     if target.old.on_the_wire or (deploy is not None and deploy.new.on_the_wire):
         _check_command(target)
+        if target.worker_tree is None and (forked := target.old.forked_factory):
+            load_callable(forked, "the worker command's --worker")  # imported before the fork
     elif target.worker_tree is None:
         load_callable(target.worker, "the worker factory")
     if target.deploy_to is not None and target.deploy_tree is None:
