@@ -33,8 +33,8 @@ from temporal_crashtest._text import finite, shown
 Observe = Callable[[str], Any]
 """`observe(workflow_id) -> JSON-able`: your view of a run's final state (sync or async)."""
 Drive = Callable[[WorkflowHandle[Any, Any]], Any]
-CRASHTEST_WORKER = "temporal_crashtest.worker"  # the module of crashtest's Python worker
 """`drive(handle)`: sends the signals and updates a run waits for (sync or async)."""
+CRASHTEST_WORKER = "temporal_crashtest.worker"  # the module of crashtest's Python worker
 
 
 @dataclass(kw_only=True, frozen=True)

@@ -120,16 +120,16 @@ class KillAtSite(WireStatus):
         if method == WORKFLOW_TASK_DONE:
             done = RespondWorkflowTaskCompletedRequest.FromString(request)
             workflow_id = self.workflow_tasks.get(done.task_token)
-            run_id = self.runs.get(done.task_token, "")
-            if workflow_id is None or not await self._in_scope(workflow_id, run_id):
+            if workflow_id is None:
                 return None
-            commands = done.commands
+            commands, where = done.commands, None
             if site.moment is Moment.IN_TASK and not site.local:
                 if any(_schedules(c, site.activity_id) for c in commands):
-                    return f"the workflow task scheduling activity {site.activity_id}"
+                    where = f"the workflow task scheduling activity {site.activity_id}"
             elif site.local and any(_records(c, site.activity_id) for c in commands):
-                return f"the workflow task recording local activity {site.activity_id}"
-            return None
+                where = f"the workflow task recording local activity {site.activity_id}"
+            run_id = self.runs.get(done.task_token, "")
+            return where if where and await self._in_scope(workflow_id, run_id) else None
         if site.local or site.moment is Moment.IN_TASK:
             return None
         end = self.end_of(method, request)
