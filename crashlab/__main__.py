@@ -85,6 +85,7 @@ async def chaos(args: argparse.Namespace) -> int:
     print(
         f"{report.engine}/{report.design}: {done}; faults: {faults}; "
         f"{report.process_restarts} process restarts"
+        + (f", {report.failed_starts} failed starts" if report.failed_starts else "")
     )
     if report.recovery_ms:
         r = report.recovery_ms

@@ -73,7 +73,8 @@ class ChaosReport(BaseModel):
     seed: int
     workers: int
     kills_that_held_runs: int
-    process_restarts: int
+    process_restarts: int  # of a process that was at work
+    failed_starts: int = 0  # processes that died before they were at work (a fault at start)
     fault_times_s: list[float] = []  # when each fault fell, since the start
     completion_times_s: list[float] = []  # when each run was seen completed, since the start
 
@@ -323,6 +324,7 @@ async def _chaos(run: ChaosRun) -> ChaosReport:
         workers=opts.workers,
         kills_that_held_runs=len(recoveries),
         process_restarts=fleet.restarts,
+        failed_starts=fleet.failed_starts,
         fault_times_s=[round(i.at - run.started_wall, 1) for i in injector.injected],
         completion_times_s=sorted(round(t, 1) for t in completed_at.values()),
     )

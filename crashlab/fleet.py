@@ -39,7 +39,8 @@ class Fleet:
         self.ready_line = ready_line
         self.slots = [Slot(i) for i in range(1, size + 1)]
         self.stopping = False
-        self.restarts = 0
+        self.restarts = 0  # of a process that was at work (its log held `ready_line`)
+        self.failed_starts = 0  # of a process that died before: e.g. its database down
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
@@ -55,7 +56,10 @@ class Fleet:
             code = await self.procs.wait(slot.proc, None)
             if code == 0 or self.stopping:
                 return
-            self.restarts += 1
+            if self.ready_line in self.procs.log(log_name):
+                self.restarts += 1
+            else:
+                self.failed_starts += 1
             await asyncio.sleep(RESTART_AFTER_S)
 
     def live(self) -> list[Slot]:
