@@ -5,19 +5,13 @@ import { appendFileSync, existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Context } from '@temporalio/activity';
 
+// A note in this workflow's own notes.
 export async function writeNote(text: string): Promise<void> {
-  const info = Context.current().info;
-  const workflowId = info.workflowExecution?.workflowId ?? '';
-  const path = join(process.env.NOTES_DIR ?? '.', `${workflowId}.txt`);
-  const key = `${workflowId}:${info.activityId}`;
-  if (process.env.NOTES_KEYED && existsSync(path) && readFileSync(path, 'utf8').includes(key)) {
-    return;
-  }
-  appendFileSync(path, `${key} ${text}\n`);
+  await writeNoteIn(Context.current().info.workflowExecution?.workflowId ?? '', text);
 }
 
-// writeNote into the notes of the run `file` (a child's note in its root's), keyed by the workflow
-// that writes it.
+// A note in the notes of the run `file` (a child's in its root's), keyed by the workflow that
+// writes it.
 export async function writeNoteIn(file: string, text: string): Promise<void> {
   const info = Context.current().info;
   const path = join(process.env.NOTES_DIR ?? '.', `${file}.txt`);

@@ -8,7 +8,6 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { VERSIONS } from './versions';
 
-
 async function main(): Promise<void> {
   for (const [version, path] of Object.entries(VERSIONS)) {
     const { code } = await bundleWorkflowCode({ workflowsPath: require.resolve(path) });
