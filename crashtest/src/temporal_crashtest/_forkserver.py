@@ -79,6 +79,7 @@ def fork_here() -> ForkedServer | NotForked:
         os.close(requests_out)
         os.close(answers_in)
         die_with_parent(parent)
+        watch_commits()  # here, not in the crash test: its own commits are no effects
         _hash_the_code()
         with os.fdopen(requests_in, "r") as requests, os.fdopen(answers_out, "w") as answers:
             _answer(answers, {"ready": True})
