@@ -42,7 +42,7 @@ test: $(STAMP) bytecode typescript
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy > $(VENV)/mypy.log 2>&1 & types=$$!; \
-	$(BIN)/python -m pytest -n 3 --dist loadfile -m "not loaded" --durations=15; tests=$$?; \
+	$(BIN)/python -m pytest -n 3 --dist loadfile --no-loadscope-reorder -m "not loaded" --durations=15; tests=$$?; \
 	wait $$types; typed=$$?; echo "mypy:"; cat $(VENV)/mypy.log; \
 	[ $$tests -eq 0 ] && [ $$typed -eq 0 ]
 	$(BIN)/python -m infra stop  # the loaded tier starts fresh servers: its load is its own

@@ -9,6 +9,8 @@ import re
 import subprocess
 from pathlib import Path
 
+from tests.schedule import LONGEST_FIRST
+
 ROOT = Path(__file__).resolve().parents[1]
 # Where a package's modules live when it is not at the top of the repository.
 SOURCE_ROOTS = {"temporal_crashtest": ROOT / "crashtest" / "src" / "temporal_crashtest"}
@@ -87,3 +89,8 @@ def test_every_module_and_file_named_in_prose_exists() -> None:
         if (names := stale_names(path))
     }
     assert stale == {}
+
+
+def test_every_file_the_suites_schedule_names_exists() -> None:
+    """A test file renamed would silently lose its place at the front (tests/schedule.py)."""
+    assert [name for name in LONGEST_FIRST if not (ROOT / name).is_file()] == []
