@@ -243,22 +243,30 @@ def test_a_worker_command_killed_on_the_wire(
             since_the_kill = time.monotonic()
             await proxy.cut_off()
             assert killing.killed is not None
-            ended = await fast_forward(client, run, [], "wire", killing.killed.identity)
+            dead = killing.killed.identity
+            ended = await fast_forward(client, run, [], "wire", dead)
             # On a loaded machine the attempt's own 2 s timeout may have ended it first.
             timely.append(time.monotonic() - since_the_kill < TIMELY_S)
             tokens = list(killing.workflow_tasks)  # the dead worker's, if it held one
             assert await end_workflow_tasks(client, tokens, "wire") == len(tokens)
             done.extend(ended.done)
         await _taken_over(command, through, tmp_path, run)
-        if fast:  # no workflow task the dead worker held was left to time out
+        if fast:  # no workflow task the dead worker held was left to time out ...
+            events = {e.event_id: e for e in (await run.fetch_history()).events}
             held = [
-                e.event_id
-                for e in (await run.fetch_history()).events
+                events[e.workflow_task_timed_out_event_attributes.started_event_id]
+                for e in events.values()
                 if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT
                 and e.workflow_task_timed_out_event_attributes.timeout_type
                 == TimeoutType.TIMEOUT_TYPE_START_TO_CLOSE
             ]  # (one scheduled on its sticky queue before the reset waits 1 s, never started)
-            assert held == []
+            # ... but one the server handed to a poll of the dead worker's as the proxy cut it
+            # off: started on the server, its token never on the wire, it waits out its
+            # timeout, as production's would (seen once in a suite, at after-checkpoint).
+            lost = not tokens and all(
+                e.workflow_task_started_event_attributes.identity == dead for e in held
+            )
+            assert held == [] or lost, held
 
     asyncio.run(_through(app_env["TEMPORAL_ADDRESS"], killing, test))
     assert killing.killed is not None and killing.killed.task.activity_id == "1"
