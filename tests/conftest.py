@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -144,7 +145,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """After the summary is printed, stop the suite's Temporal dev server, and leave without
     interpreter teardown: the Temporal client loaded here can abort it (see infra.cli.exit_now)."""
     if _SUITE_TEMPORAL in config.stash:
-        asyncio.run(config.stash[_SUITE_TEMPORAL].stop())
+        server = config.stash[_SUITE_TEMPORAL]
+        asyncio.run(server.stop())
+        shutil.rmtree(server.folder, ignore_errors=True)  # its log, in a folder of its own
     if _EXIT_STATUS in config.stash:
         from infra.cli import exit_now
 
