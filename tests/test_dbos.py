@@ -157,6 +157,14 @@ def effects(db_url: str, run_id: str) -> tuple[int, int]:
 NO_CRASH_CALLS = [(1, 1), (3, 1), (6, 1)]
 
 
+def wait_first_call(db_url: str, run_ids: list[str], timeout_s: float = RUN_TIMEOUT_S) -> None:
+    """Until one of the runs has recorded a model call."""
+    deadline = time.monotonic() + timeout_s
+    while not any(paid_calls(db_url, run_id) for run_id in run_ids):
+        assert time.monotonic() < deadline, "no run recorded a model call"
+        time.sleep(0.05)
+
+
 async def test_runs_live_through_a_postgres_outage_mid_step_and_pay_once(
     tmp_path: Path, serves: list[Serve]
 ) -> None:
@@ -173,7 +181,10 @@ async def test_runs_live_through_a_postgres_outage_mid_step_and_pay_once(
     serve.ready()
     run_ids = [new_run_id("outage") for _ in range(5)]
     enqueue(url, run_ids)
-    await asyncio.sleep(2.5)  # the first step recorded, the second model call out
+    # A run's first call recorded, the others' out or the next step's on its way (each takes
+    # 1.5 s): not a fixed time after the enqueue, which a loaded machine can spend launching.
+    await asyncio.to_thread(wait_first_call, url, run_ids)
+    await asyncio.sleep(0.3)
     pid = postmaster_pid(postgres.pgdata)
     assert pid is not None
     os.kill(pid, signal.SIGQUIT)  # pg_ctl stop -m immediate
