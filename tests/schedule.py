@@ -7,9 +7,10 @@ few that run long crash tests of their own (one test each, or two) came last: me
 TypeScript file began 550 s into a 700 s run and ran alone for its last 80 s, one core idle. Taken
 longest first (LONGEST_FIRST, with `--no-loadscope-reorder`), the short files fill in at the end.
 
-The list is ordered so that the files heavy on CPU (a crash test of every shape, then of every
-agent framework) follow one another in one process while the others mostly wait on timeouts
-(the journal's and the deploys' tests): two of them at once starved the workers of the rest."""
+Each process takes one of the first three files, then one of the next three: the two heaviest on
+CPU (a crash test of every shape, of every agent framework) are first and fourth, so that the
+second starts about when the first ends (measured: shapes 0-123 s, frameworks 117-293 s), beside
+files that mostly wait on timeouts (the journal's, the deploys')."""
 
 from __future__ import annotations
 
