@@ -20,6 +20,10 @@ from temporalio.common import RetryPolicy
 from temporalio.worker import Worker
 
 with workflow.unsafe.imports_passed_through():
+    # The plugin imports `deepagents` as each worker starts; imported here, where the worker
+    # module loads, crashtest's fork server holds it, and every worker it forks for a cell starts
+    # with it (measured: two thirds of each forked worker's CPU went to that import).
+    import deepagents  # noqa: F401
     from langchain_core.language_models.chat_models import BaseChatModel
     from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
     from langchain_core.outputs import ChatGeneration, ChatResult

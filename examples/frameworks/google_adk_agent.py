@@ -26,6 +26,10 @@ from temporalio.worker import Worker
 from temporalio.workflow import ActivityConfig
 
 with workflow.unsafe.imports_passed_through():
+    # The plugin imports ADK's auth handler as each worker is built; imported here, where the
+    # worker module loads, crashtest's fork server holds it, and every worker it forks for a
+    # cell starts with it (measured: half of each forked worker's CPU went to that import).
+    import google.adk.auth.auth_handler  # noqa: F401
     from google.adk import Agent
     from google.adk.models import BaseLlm, LlmRequest, LlmResponse
     from google.adk.models.registry import LLMRegistry
