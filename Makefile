@@ -34,7 +34,7 @@ $(TS)/lib/worker.js: $(TS)/package.json $(TS)/package-lock.json $(TS)/tsconfig.j
 			&& { npm run --silent build >/dev/null 2>&1 || npm run build; }; \
 	else echo "node is missing: the TypeScript worker's tests will be skipped"; fi
 
-# mypy (41 s cold, one core) runs beside the servers' tier, which leaves part of the second core
+# mypy (31 s cold, one core) runs beside the servers' tier, which leaves part of the second core
 # idle while it waits on timeouts; its verdict is printed, and counted, once both have ended.
 # Three test processes on two cores: with two, a quarter of the CPU sat idle while crash tests
 # waited on their timeouts (measured here: 690 s with -n 2, 595 s with -n 3, the same 487 tests).
