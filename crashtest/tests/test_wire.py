@@ -304,7 +304,7 @@ def test_a_workflow_task_a_dead_worker_held_is_ended_by_its_token(
     """Killed holding a workflow task, a worker leaves the run waiting out the workflow task
     timeout (10 s) in production; in process a crash test cannot end it (the SDK keeps its
     token). On the wire the token is seen, and the task is failed at once: the run goes on on
-    a fresh worker with no task timed out, and each note is written once."""
+    a fresh worker with no task the fresh worker took timed out, and each note is written once."""
     command = command_for(language)
     env = {**app_env, "TEMPORAL_TASK_QUEUE": f"wire-{uuid.uuid4().hex[:8]}"}
     killing = KillHoldingTheNextTask()
@@ -325,12 +325,24 @@ def test_a_workflow_task_a_dead_worker_held_is_ended_by_its_token(
         tokens = list(killing.workflow_tasks)
         assert len(tokens) == 1 and await end_workflow_tasks(client, tokens, "wire") == 1
         await _taken_over(command, through, tmp_path, run)
+        events = {e.event_id: e for e in (await run.fetch_history()).events}
+
+        def started_by(started_event_id: int) -> str:
+            return events[started_event_id].workflow_task_started_event_attributes.identity
+
+        dead = {
+            started_by(e.workflow_task_failed_event_attributes.started_event_id)
+            for e in events.values()
+            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+        }  # the held task's, failed by its token
+        # A task the server handed to another poll of the dead worker's as the proxy cut it off
+        # waits out its timeout, as production's would (seen once in a suite of 4 processes).
         timed_out = [
-            e.event_id
-            for e in (await run.fetch_history()).events
+            started_by(e.workflow_task_timed_out_event_attributes.started_event_id)
+            for e in events.values()
             if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT
         ]
-        assert timed_out == []
+        assert len(dead) == 1 and set(timed_out) <= dead, (dead, timed_out)
 
     asyncio.run(_through(app_env["TEMPORAL_ADDRESS"], killing, test))
     written = (tmp_path / f"{workflow_id}.txt").read_text().splitlines()
