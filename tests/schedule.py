@@ -1,7 +1,7 @@
 """The order in which `make test`'s processes take the test files, as a pytest plugin (`-p
 tests.schedule` in pyproject.toml): TAKEN_FIRST's, in its order, then the rest as collected.
 
-`make test` runs the files four at a time (pytest-xdist, `--dist loadfile`, with
+`make test` runs the files three at a time (pytest-xdist, `--dist loadfile`, with
 `--no-loadscope-reorder`), each process taking the next file as one ends. By default xdist hands
 out the files with the most tests first, so the few that run long crash tests of their own (one
 test each, or two) came last: measured here, the TypeScript file began 550 s into a 700 s run and
@@ -11,9 +11,9 @@ Two kinds of file share the two cores: those that keep a core busy (crash tests 
 of every agent framework, of worker commands) and those that mostly wait (on timeouts, on a
 server restarted, on slow answers). A core idles when the files that run together all wait, so
 each file that waits is taken while one that keeps a core busy runs, and the files not listed
-(under 16 s each, most of them busy) come last. Measured, the servers' tier of `make test` quiet,
-three at a time: taken longest first, 597 s (95 core-s idle; the files that wait came together in
-its last 130 s); in TAKEN_FIRST's order, 567 s."""
+(under 16 s each, most of them busy) come last. Measured, the servers' tier of `make test` quiet:
+taken longest first, 597 s (95 core-s idle; the files that wait came together in its last 130 s);
+in TAKEN_FIRST's order, 567 s."""
 
 from __future__ import annotations
 
