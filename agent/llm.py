@@ -98,6 +98,7 @@ class StubModel:
 
     async def complete(self, prompt: str) -> str:
         if self.latency_s:
+            log.info("the stub model thinks for %.1f s", self.latency_s)  # a moment to kill in
             await asyncio.sleep(self.latency_s)
         if self.fault is StubFault.UNAVAILABLE and random.random() < UNAVAILABLE_SHARE:
             raise ModelUnavailable("the stub model is unavailable this time (429)")

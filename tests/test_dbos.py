@@ -157,12 +157,12 @@ def effects(db_url: str, run_id: str) -> tuple[int, int]:
 NO_CRASH_CALLS = [(1, 1), (3, 1), (6, 1)]
 
 
-def wait_first_call(db_url: str, run_ids: list[str], timeout_s: float = RUN_TIMEOUT_S) -> None:
-    """Until one of the runs has recorded a model call."""
+def wait_call_out(serve: Serve, timeout_s: float = RUN_TIMEOUT_S) -> None:
+    """Until the stub model has a call out (it says so as it starts thinking)."""
     deadline = time.monotonic() + timeout_s
-    while not any(paid_calls(db_url, run_id) for run_id in run_ids):
-        assert time.monotonic() < deadline, "no run recorded a model call"
-        time.sleep(0.05)
+    while "the stub model thinks" not in serve.log():
+        assert time.monotonic() < deadline, "no run called the model"
+        time.sleep(0.02)
 
 
 async def test_runs_live_through_a_postgres_outage_mid_step_and_pay_once(
@@ -181,10 +181,9 @@ async def test_runs_live_through_a_postgres_outage_mid_step_and_pay_once(
     serve.ready()
     run_ids = [new_run_id("outage") for _ in range(5)]
     enqueue(url, run_ids)
-    # A run's first call recorded, the others' out or the next step's on its way (each takes
-    # 1.5 s): not a fixed time after the enqueue, which a loaded machine can spend launching.
-    await asyncio.to_thread(wait_first_call, url, run_ids)
-    await asyncio.sleep(0.3)
+    # While a call is out (it takes 1.5 s): not a fixed time after the enqueue, which a loaded
+    # machine can spend launching, nor after a record, when no call need be out.
+    await asyncio.to_thread(wait_call_out, serve)
     pid = postmaster_pid(postgres.pgdata)
     assert pid is not None
     os.kill(pid, signal.SIGQUIT)  # pg_ctl stop -m immediate
