@@ -24,7 +24,7 @@ from temporalio.client import Client, Interceptor
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Worker
 
-from activities.grocery import GroceryActivities, KeyStrategy
+from activities.grocery import HEARTBEAT_EVERY_S, GroceryActivities, KeyStrategy
 from agent.grocer import Grocer, configured_grocer, grocer_from_env
 from agent.llm import model_from_env
 from infra.blocked import report_blocked_runs
@@ -67,6 +67,10 @@ def make_worker(
         activities=activities.all(),
         sticky_queue_schedule_to_start_timeout=STICKY_QUEUE_TIMEOUT,
         graceful_shutdown_timeout=timedelta(seconds=10),
+        # The SDK sends a heartbeat at most every 0.8 x heartbeat_timeout (1.6 s of the 2 s):
+        # a heartbeat 0.4 s late on a busy host timed a live attempt out and placed the order
+        # again. Sent as often as the activities beat, 1.5 s are left.
+        max_heartbeat_throttle_interval=timedelta(seconds=HEARTBEAT_EVERY_S),
     )
 
 

@@ -61,6 +61,10 @@ async def shape_worker(
         workflows=workflows,
         activities=activities(pool),
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
+        # Heartbeats sent as often as the activities beat, not at most every 1.6 s of the 2 s
+        # heartbeat timeout (the SDK's default throttle, 0.8 of it): a live attempt that is
+        # 0.4 s late on a busy host is not timed out.
+        max_heartbeat_throttle_interval=timedelta(seconds=HEARTBEAT_S),
         workflow_runner=workflow_runner or SandboxedWorkflowRunner(),
         **options,
     )
