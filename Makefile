@@ -36,15 +36,14 @@ $(TS)/lib/worker.js: $(TS)/package.json $(TS)/package-lock.json $(TS)/tsconfig.j
 
 # mypy (31 s cold, one core) runs beside the servers' tier, which leaves part of the second core
 # idle while it waits on timeouts; its verdict is printed, and counted, once both have ended.
-# Three test processes on two cores: with two, a quarter of the CPU sat idle while crash tests
-# waited on their timeouts (measured here: 690 s with -n 2, 595 s with -n 3, the same 487 tests).
-# Four were faster quiet (make test 596 s and 673 s against 625 s), but beside two busy loops
-# they starved tests/test_dbos.py's Postgres outage out of the moment it must fall in.
+# Four test processes on two cores: with fewer, the CPU sat idle while every file that ran
+# waited on timeouts (measured here, the servers' tier: 690 s with -n 2, 595 s with -n 3 and 487
+# tests; 550 s with -n 3 and 542 s with -n 4, 523 tests, idle 98 and 49 core-s of ~1,000).
 test: $(STAMP) bytecode typescript
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy > $(VENV)/mypy.log 2>&1 & types=$$!; \
-	$(BIN)/python -m pytest -n 3 --dist loadfile --no-loadscope-reorder -m "not loaded" --durations=15; tests=$$?; \
+	$(BIN)/python -m pytest -n 4 --dist loadfile --no-loadscope-reorder -m "not loaded" --durations=15; tests=$$?; \
 	wait $$types; typed=$$?; echo "mypy:"; cat $(VENV)/mypy.log; \
 	[ $$tests -eq 0 ] && [ $$typed -eq 0 ]
 	$(BIN)/python -m infra stop  # the loaded tier starts fresh servers: its load is its own
