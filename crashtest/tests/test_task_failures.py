@@ -1,12 +1,14 @@
 """The worker's report of workflow task failures no history shows (`_task_failures`), in process:
 the SDK's log records as it makes them, read into (run id, failure), and every record the SDK's
-logger passed on before still passed on."""
+logger passed on before still passed on. And the failures a history shows that count against
+the code (`code_failures`): not those the server makes."""
 
 from __future__ import annotations
 
 import logging
 
 import pytest
+from temporal_crashtest._polling import code_failures
 from temporal_crashtest._status import StatusWriter
 from temporal_crashtest._task_failures import (
     EVICTING,
@@ -15,6 +17,10 @@ from temporal_crashtest._task_failures import (
     FailureReporter,
     _failure,
 )
+from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
+from temporalio.api.failure.v1 import Failure
+from temporalio.api.history.v1 import HistoryEvent, WorkflowTaskFailedEventAttributes
+from temporalio.client import WorkflowHistory
 
 NDE = (
     "Workflow activation completion failed: Failure { failure: Some(Failure { message: "
@@ -70,3 +76,29 @@ def test_what_the_logger_passed_on_before_is_passed_on(level: int, passed: bool)
     finally:
         parent.removeHandler(kept)
     assert bool(kept.records) is passed
+
+
+def task_failed(cause: WorkflowTaskFailedCause.ValueType, message: str) -> HistoryEvent:
+    return HistoryEvent(
+        event_type=EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED,
+        workflow_task_failed_event_attributes=WorkflowTaskFailedEventAttributes(
+            cause=cause, failure=Failure(message=message)
+        ),
+    )
+
+
+def test_the_servers_refusals_are_not_the_codes_failures() -> None:
+    """A completion refused because events came in while the task ran (UnhandledCommand) and a
+    reset are the server's; an exception in the workflow's code is the code's."""
+    completed = HistoryEvent(event_type=EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
+    completed.event_time.FromSeconds(1_800_000_000)
+    cause = WorkflowTaskFailedCause
+    events = [
+        task_failed(cause.WORKFLOW_TASK_FAILED_CAUSE_WORKFLOW_WORKER_UNHANDLED_FAILURE, "before"),
+        completed,
+        task_failed(cause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND, "UnhandledCommand"),
+        task_failed(cause.WORKFLOW_TASK_FAILED_CAUSE_RESET_WORKFLOW, "reset"),
+    ]
+    assert code_failures(WorkflowHistory("w", events)) == ([], 1_800_000_000)
+    code = task_failed(cause.WORKFLOW_TASK_FAILED_CAUSE_WORKFLOW_WORKER_UNHANDLED_FAILURE, "boom")
+    assert code_failures(WorkflowHistory("w", [*events, code])) == (["boom"], 1_800_000_000)

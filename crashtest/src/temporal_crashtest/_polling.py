@@ -45,7 +45,17 @@ BLOCKED_IN_PRODUCTION = (
     "in production the run stays Running, its workflow task retried at growing intervals, until "
     "a worker whose code replays its history takes it"
 )
-RESET = WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_RESET_WORKFLOW
+# Workflow task failures the server makes, not the workflow's code: a reset ends the task it goes
+# back to as failed (the operator's doing); a completion refused because events came in while the
+# task ran (UnhandledCommand: an activity's cancellation, a signal) is followed by a task with
+# those events, at once. Neither says the run cannot go on: a reference run whose activity
+# answered its cancellation as the workflow completed was once called stuck for it.
+NOT_THE_CODE = frozenset(
+    {
+        WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_RESET_WORKFLOW,
+        WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND,
+    }
+)
 PINNED = VersioningBehavior.VERSIONING_BEHAVIOR_PINNED
 
 
@@ -236,18 +246,7 @@ async def _task_failure(
     The SDK's deadlock detector fails a task whose code did not yield for 2 s: on a loaded
     machine that can pass on the next attempt, so only DEADLOCK_ATTEMPTS of them in a row
     count, with what it means (`DEADLOCK_CAUSE`)."""
-    history = await run.handle.fetch_history()
-    failures: list[str] = []
-    completed_at = 0.0
-    for e in history.events:
-        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-            failures, completed_at = [], e.event_time.ToDatetime(tzinfo=UTC).timestamp()
-        # a reset ends the task it goes back to as failed: the operator's, not the code's
-        elif (
-            e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
-            and e.workflow_task_failed_event_attributes.cause != RESET
-        ):
-            failures.append(e.workflow_task_failed_event_attributes.failure.message)
+    failures, completed_at = code_failures(await run.handle.fetch_history())
     told = reported.get(run.description.run_id)
     if not failures and told is not None and told[0] > completed_at:
         failures = [told[1]]
@@ -258,6 +257,22 @@ async def _task_failure(
     if DEADLOCK in failures[-1]:
         return f"{with_likely_cause(failures[-1])} ({DEADLOCK_CAUSE})"
     return with_likely_cause(failures[-1])
+
+
+def code_failures(history: WorkflowHistory) -> tuple[list[str], float]:
+    """The messages of the workflow task failures the code made since the task last completed
+    (NOT_THE_CODE's aside), and when it completed (epoch seconds; 0 if it never did)."""
+    failures: list[str] = []
+    completed_at = 0.0
+    for e in history.events:
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            failures, completed_at = [], e.event_time.ToDatetime(tzinfo=UTC).timestamp()
+        elif (
+            e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+            and e.workflow_task_failed_event_attributes.cause not in NOT_THE_CODE
+        ):
+            failures.append(e.workflow_task_failed_event_attributes.failure.message)
+    return failures, completed_at
 
 
 DEADLOCK_CAUSE = (
