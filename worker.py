@@ -68,8 +68,8 @@ def make_worker(
         sticky_queue_schedule_to_start_timeout=STICKY_QUEUE_TIMEOUT,
         graceful_shutdown_timeout=timedelta(seconds=10),
         # The SDK sends a heartbeat at most every 0.8 x heartbeat_timeout (1.6 s of the 2 s):
-        # a heartbeat 0.4 s late on a busy host timed a live attempt out and placed the order
-        # again. Sent as often as the activities beat, 1.5 s are left.
+        # a heartbeat 0.4 s late on a busy host would time a live attempt out, and an unkeyed
+        # step would run again beside it. Sent as often as the activities beat, 1.5 s are left.
         max_heartbeat_throttle_interval=timedelta(seconds=HEARTBEAT_EVERY_S),
     )
 
