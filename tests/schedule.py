@@ -11,8 +11,8 @@ Two kinds of file share the two cores: those that keep a core busy (crash tests 
 of every agent framework, of worker commands) and those that mostly wait (on timeouts, on a
 server restarted, on slow answers). A core idles when the files that run together all wait, so
 each file that waits is taken while one that keeps a core busy runs, and the files not listed
-(under 16 s each, most of them busy) come last; the short ones listed alternate, one that waits,
-one that keeps a core busy. Measured, the servers' tier of `make test` quiet, three processes:
+(under 16 s each, most of them busy) come last; the short ones listed alternate, one that keeps
+a core busy, then one that waits. Measured, the servers' tier of `make test` quiet, three processes:
 taken longest first, 597 s (95 core-s idle; the files that wait came together in its last 130 s);
 in TAKEN_FIRST's order, 567 s, then 557 s (105 core-s idle, 40 s of it with the short files that
 wait together); with those alternating, 550 s (98 core-s idle)."""
@@ -38,7 +38,7 @@ TAKEN_FIRST = (
     "tests/test_crashlab.py",
     "tests/test_crashtest.py",
     "crashtest/tests/test_cli.py",
-    # The short files, one that waits, then one that keeps a core busy.
+    # The short files, one that keeps a core busy, then one that waits.
     "tests/test_hostile_model.py",
     "crashtest/tests/test_reruns.py",
     "tests/test_guardrails.py",
