@@ -32,8 +32,9 @@ from tests.helpers import (
     untested_but_the_end,
 )
 
-# The first test sets up the module's crash tests: 157 s here, more on a loaded machine.
-pytestmark = pytest.mark.timeout(600)
+# The first test sets up the module's crash tests: 250-304 s here quiet, 561 s beside four busy
+# loops per core (of the 600 s this budget was).
+pytestmark = pytest.mark.timeout(900)
 
 PYDANTIC_AI = "pydantic_ai.durable_exec.temporal:PydanticAIPlugin"
 OPENAI_AGENTS = "examples.frameworks.openai_agents_agent:plugin"
