@@ -15,7 +15,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -184,6 +184,7 @@ class BothWays:
 
     exact: dict[str, CrashtestRun]
     grouped: dict[str, CrashtestRun]
+    wire: dict[str, CrashtestRun] = field(default_factory=dict)
 
     def __getitem__(self, name: str) -> CrashtestRun:
         """The `--exact` run, else the grouped one (a test run one way only)."""
@@ -220,6 +221,43 @@ class BothWays:
                 ]
         assert not differ, f"grouped and --exact verdicts differ (exact, grouped): {differ}"
 
+    def wire_rows(self) -> list[WireRow]:
+        """Each shape run on the wire too, against its grouped run in process."""
+        rows = []
+        for name, wire in self.wire.items():
+            code, in_process = verdicts(self.grouped[name])
+            wire_code, on_the_wire = verdicts(wire)
+            rows.append(WireRow(name, in_process, on_the_wire, (code, wire_code)))
+        return rows
+
+    def assert_wire_agrees(self, named: dict[tuple[str, str], str]) -> str:
+        """On the wire as in process, every point both made has the same verdict (but for a
+        race with a parallel sibling, `racing`, or a difference `named`, with why); a point only
+        the interceptor made is one the wire does not (`OFF_THE_WIRE`), listed as not tested
+        there; the wire makes none the interceptor does not, and exits alike. The table."""
+        wrong: dict[str, object] = {}
+        for row in self.wire_rows():
+            wire, grouped = self.wire[row.name], self.grouped[row.name]
+            raced = racing(wire, row.differ) | racing(grouped, row.differ)
+            unnamed = {p for p in row.differ - raced if (row.name, p) not in named}
+            only_here = {p for p in row.in_process.keys() - row.on_the_wire.keys()}
+            not_off = {p for p in only_here if not OFF_THE_WIRE.match(p)}
+            only_there = row.on_the_wire.keys() - row.in_process.keys()
+            untested = {u["boundary"].split(" ")[0] for u in wire[1].get("untested", [])}
+            unlisted = {p for p in only_here if p not in untested and not p.startswith("effect:")}
+            if unnamed or not_off or only_there or unlisted or len(set(row.codes)) > 1:
+                wrong[row.name] = {
+                    "differ": sorted(unnamed), "only in process": sorted(not_off),
+                    "only on the wire": sorted(only_there), "not listed": sorted(unlisted),
+                    "exit codes (in process, wire)": row.codes,
+                }  # fmt: skip
+        table = "\n".join(
+            ["| shape | points both made | ✗ in both | verdicts | in process only |",
+             "|---|---|---|---|---|", *(row.line() for row in self.wire_rows())]
+        )  # fmt: skip
+        assert not wrong, f"the wire and the interceptor disagree: {wrong}\n{table}"
+        return table
+
     def assert_some_point_cleared_in_a_group(self) -> None:
         reports = [run[1] for run in self.grouped.values()]
         assert any(c.get("group", 1) > 1 for r in reports for c in r.get("cells", [])), (
@@ -235,10 +273,11 @@ def run_both_ways(
     at_once: int | None = None,
     grouped_too: set[str] | None = None,
     grouped_only: frozenset[str] = frozenset(),
+    on_the_wire: frozenset[str] = frozenset(),
 ) -> BothWays:
     """Each crash test `--exact` and grouped (`grouped_too`: only these grouped as well; None:
-    all; `grouped_only`: these grouped and not `--exact`), `at_once` at a time (see
-    `crashtest_runs`)."""
+    all; `grouped_only`: these grouped and not `--exact`), and `on_the_wire` grouped through
+    the worker-command proxy too (`wire_args`), `at_once` at a time (see `crashtest_runs`)."""
     grouped = set(runs) if grouped_too is None else grouped_too | grouped_only
     both: dict[str, tuple[list[str], dict[str, str]]] = {}
     for name, (args, extra) in runs.items():
@@ -246,25 +285,74 @@ def run_both_ways(
             both[name] = ([*args, "--exact"], extra)
         if name in grouped:
             both[name + GROUPED] = (_outputs_apart(args), extra)
+        if name in on_the_wire:
+            both[name + WIRE] = (wire_args(_outputs_apart(args, WIRE)), extra)
     results = crashtest_runs(both, env, out, timeout, at_once)
     return BothWays(
         exact={name: results[name] for name in runs if name not in grouped_only},
         grouped={name: results[name + GROUPED] for name in runs if name in grouped},
+        wire={name: results[name + WIRE] for name in runs if name in on_the_wire},
     )
+
+
+WIRE = "~wire"
+
+
+def wire_args(args: list[str]) -> list[str]:
+    """A crash test's arguments with its worker factory run as a worker command, killed on the
+    wire through the proxy: crashtest's own Python worker (`python -m temporal_crashtest.worker
+    --worker F`), which the tool forks from a fork server as it forks a factory's."""
+    args = list(args)
+    at = args.index("--worker")
+    command = f"{sys.executable} -m temporal_crashtest.worker --worker {args[at + 1]}"
+    args[at : at + 2] = ["--worker-cmd", command]
+    return args
+
+
+# Points a kill on the wire does not make, listed as not tested there: an effect inside an
+# activity, and the task that schedules a local activity (no command on the wire schedules one).
+OFF_THE_WIRE = re.compile(r"^effect:|^in-task:")
+
+
+@dataclass(frozen=True)
+class WireRow:
+    """One shape on the wire against the interceptor: the points each made and their verdicts."""
+
+    name: str
+    in_process: dict[str, bool]
+    on_the_wire: dict[str, bool]
+    codes: tuple[int, int]
+
+    @property
+    def common(self) -> set[str]:
+        return self.in_process.keys() & self.on_the_wire.keys()
+
+    @property
+    def differ(self) -> set[str]:
+        return {p for p in self.common if self.in_process[p] != self.on_the_wire[p]}
+
+    def line(self) -> str:
+        failing = sorted(p for p in self.common if not self.in_process[p])
+        only = sorted(self.in_process.keys() - self.on_the_wire.keys())
+        said = "same" if not self.differ else f"differ at {sorted(self.differ)}"
+        return (
+            f"| {self.name} | {len(self.common)} | {', '.join(failing) or '-'} | {said} | "
+            f"{len(only)} ({', '.join(sorted({p.split(':')[0] for p in only})) or '-'}) |"
+        )
 
 
 OUTPUT_FLAGS = ("--logs", "--junit-xml")  # a crash test's outputs, each named by a path
 
 
-def _outputs_apart(args: list[str]) -> list[str]:
-    """A grouped run's arguments: its outputs (OUTPUT_FLAGS) beside the --exact run's, named
-    `-grouped`, not in the same place (the two run at once)."""
+def _outputs_apart(args: list[str], way: str = GROUPED) -> list[str]:
+    """A grouped (or wire) run's arguments: its outputs (OUTPUT_FLAGS) beside the --exact
+    run's, named for its way (`-grouped`), not in the same place (they run at once)."""
     args = list(args)
     for flag in OUTPUT_FLAGS:
         if flag in args:
             at = args.index(flag) + 1
             path = Path(args[at])
-            args[at] = str(path.with_name(f"{path.stem}-grouped{path.suffix}"))
+            args[at] = str(path.with_name(f"{path.stem}-{way.strip('~')}{path.suffix}"))
     return args
 
 

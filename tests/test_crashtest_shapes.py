@@ -160,6 +160,8 @@ RUNS: dict[str, list[str]] = {
         ["i-1", "i-2", "i-3"],
         observe=ANY_ORDER,
     ),
+    "saga-keyed": shape("saga", "keyed_worker", "OpenAccount", "acme"),
+    "saga-unkeyed": shape("saga", "unkeyed_worker", "OpenAccount", "acme"),
     "two-queues-keyed": shape("two_queues", "keyed_worker", "ChargeThenNotify", "i-1"),
     "two-queues-unkeyed": shape("two_queues", "unkeyed_worker", "ChargeThenNotify", "i-1"),
     "no-retry": shape("no_retry", "keyed_worker", "ChargeOnce", "i-1"),
@@ -246,10 +248,22 @@ def assert_caught(run: CrashtestRun, points: set[str], diff: str) -> dict[str, A
 GROUPED_ONLY = frozenset(
     f"{shape}-keyed"
     for shape in ("local", "child", "approval", "conversation", "retries", "optional",
-                  "declined", "cancelled", "mark", "kinds", "chain", "two-queues", "watched")
+                  "declined", "cancelled", "mark", "kinds", "chain", "two-queues", "watched",
+                  "saga")
 ) | {"mark-one-transaction", "mark-unkeyed-boundaries", "kinds-unkeyed",
      "approval-undriven", "chain-naive", "broken"}  # fmt: skip
 EXACT_ONLY = {"reset-keyed", "reset-run-keyed"}
+# Run on the wire too (grouped, crashtest's Python worker as a worker command, killed through
+# the proxy): every shape whose points can fail, against its grouped run in process. Not the
+# resets (the server resets a run either way), the look-up-do-mark and commit kinds (their only
+# failing points are inside an activity, which the wire does not see), nor the broken one (it
+# stops at its reference).
+ON_THE_WIRE = frozenset(
+    name for name in RUNS
+    if name.endswith(("-unkeyed", "-naive")) and not name.startswith(("mark-", "kinds-"))
+) | {"no-retry", "in-workflow-code", "in-an-activity"}  # fmt: skip
+# Where the wire's verdict differs from the interceptor's, and why (none, yet).
+WIRE_DIFFERS: dict[tuple[str, str], str] = {}
 
 
 @pytest.fixture(scope="module")
@@ -270,7 +284,19 @@ def shapes(temporal_address: str, tmp_path_factory: pytest.TempPathFactory) -> B
         at_once=SHAPES_AT_ONCE,
         grouped_too=set(RUNS) - EXACT_ONLY,
         grouped_only=GROUPED_ONLY,
+        on_the_wire=ON_THE_WIRE,
     )
+
+
+def test_the_wire_agrees_with_the_interceptor(shapes: BothWays) -> None:
+    """Every shape killed on the wire (the worker-command proxy: any SDK's worker) gets the
+    interceptor's verdict at every point both make; the points only the interceptor makes (an
+    effect inside an activity, the task that schedules a local activity) are listed as not
+    tested on the wire. Temporal's saga sample was ✗ "never reached" on the wire at its
+    failing activity (a failure for good by its schedule-to-close window, which the wire did
+    not count), ✓ in process."""
+    table = shapes.assert_wire_agrees(WIRE_DIFFERS)
+    print(f"\nthe wire against the interceptor:\n{table}")
 
 
 def test_grouping_clears_points(shapes: BothWays) -> None:
@@ -477,6 +503,24 @@ def test_a_run_that_fails_by_design(shapes: BothWays) -> None:
     report = assert_clean(shapes["declined-keyed"], ["charge", "check_fraud"])
     assert report["reference_end"] == "failed: FraudSuspected: i-1: fraud suspected"
     assert_caught(shapes["declined-unkeyed"], {"after-effect:1"}, "effects: 1 → 2 entries")
+
+
+def test_a_saga_whose_step_fails_until_its_window_closes(shapes: BothWays) -> None:
+    """Temporal's saga sample: the bank account fails on every attempt until its 2.5 s
+    schedule-to-close window closes, then the saga undoes what it did and fails. Its point
+    after its "effect" is its last failure (no attempt follows it): reached, and ✓ (production
+    fails it all the same); unkeyed, every step and undo repeats."""
+    done, keyed = shapes["saga-keyed"]
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert keyed["reference_end"] == "failed: ApplicationError: add bank account failed for acme"
+    assert cells(keyed)["after-effect:3"]["matches"], keyed["cells"]
+    report = assert_caught(
+        shapes["saga-unkeyed"],
+        {"after-effect:1", "after-effect:2", "after-effect:4", "after-effect:5"},
+        "effects: 4 → 5 entries",
+    )
+    bank = cells(report)["after-effect:3"]
+    assert bank["matches"] and "schedule-to-close timeout 2.5 s" in " ".join(bank["waited_on"])
 
 
 def test_a_run_cancelled_by_design(shapes: BothWays) -> None:

@@ -15,7 +15,15 @@ from pathlib import Path
 import pytest
 
 from examples.model_stub import serving
-from tests.helpers import PAYMENTS_INPUT, ROOT, child_env, crashtest_runs, failing, payments
+from tests.helpers import (
+    PAYMENTS_INPUT,
+    ROOT,
+    CrashtestRun,
+    child_env,
+    crashtest_runs,
+    failing,
+    payments,
+)
 
 pytestmark = pytest.mark.servers
 # Few cells at a time (--jobs): each starts its worker commands afresh (~0.5 s of CPU each), and
@@ -57,25 +65,62 @@ def verdicts(report: dict[str, object]) -> dict[str, bool]:
     return {c["crash_at"]: c["matches"] for c in cells}
 
 
-def test_payments_in_typescript_get_the_python_verdicts(
-    db_url: str, temporal_address: str, tmp_path: Path
-) -> None:
-    """Unkeyed, the charges fail after their effect, in either language, and nothing else does;
-    keyed (PAYMENTS_KEYED=1, as `keyed_worker`), no charge does (the other points pass unkeyed:
-    no effect repeats there, key or none)."""
+# Temporal's saga sample in TypeScript (src/saga.ts, examples/shapes/saga.py's OpenAccount): the
+# bank account's points, at its last failed attempt and once the workflow saw it fail.
+SAGA = [
+    "--worker-cmd", f"node {WORKER_JS}", "--workflow", "OpenAccount", "--input", '"acme"',
+    "--observe", "examples.shapes.ledger:effects_of",
+    "--points", "after-effect:3,after-checkpoint:3",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def runs(
+    db_url: str, temporal_address: str, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, CrashtestRun]:
+    """The payments both ways and keyed, and the saga, at once."""
     if shutil.which("node") is None:
         pytest.skip("node is missing: the TypeScript worker cannot run here")
     assert WORKER_JS.exists(), "build it: make typescript"
     env = child_env(db_url, TEMPORAL_ADDRESS=temporal_address)
-    results = crashtest_runs(
+    return crashtest_runs(
         {
             "typescript": ([*TYPESCRIPT, *ON_THE_WIRE], {}),
             "python": ([*payments("unkeyed_worker"), *ON_THE_WIRE], {}),
             "typescript-keyed": ([*TYPESCRIPT, "--points", ",".join(sorted(CHARGES))], KEYED),
+            "saga": (SAGA, {}),
         },
         env,
-        tmp_path,
+        tmp_path_factory.mktemp("typescript"),
     )
+
+
+def test_the_saga_samples_failing_step_is_reached_on_the_wire(
+    runs: dict[str, CrashtestRun],
+) -> None:
+    """`add_bank_account` fails on every attempt until its schedule-to-close window closes: its
+    point after its effect is its last failure, which the wire took for no end at all (only a
+    policy's last attempt was one), so the point was ✗ "never reached"; now it is reached, and
+    ✓, as in process (tests/test_crashtest_shapes.py)."""
+    done, report = runs["saga"]
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert verdicts(report) == {"after-effect:3": True, "after-checkpoint:3": True}
+    assert report["reference_end"] == "failed: ApplicationError: add bank account failed for acme"
+    assert report["reference"] == {
+        "effects": [
+            "address of acme",
+            "client of acme",
+            "undo client of acme",
+            "undo address of acme",
+        ]
+    }
+
+
+def test_payments_in_typescript_get_the_python_verdicts(runs: dict[str, CrashtestRun]) -> None:
+    """Unkeyed, the charges fail after their effect, in either language, and nothing else does;
+    keyed (PAYMENTS_KEYED=1, as `keyed_worker`), no charge does (the other points pass unkeyed:
+    no effect repeats there, key or none)."""
+    results = runs
     (ts_done, ts), (py_done, py) = results["typescript"], results["python"]
     assert ts_done.returncode == 1, ts_done.stdout + ts_done.stderr
     assert py_done.returncode == 1, py_done.stdout + py_done.stderr

@@ -1,19 +1,22 @@
 """`python http_libraries.py URL OTHER`: the HTTP observer installed from the environment (as in
 a crash test's worker process), then requests through every library it watches that is
 installed, for the run `wf-libraries`: per library a keyed POST sent twice, an unkeyed POST, a
-GET (not an effect), a PUT to a paid path, and a POST to OTHER (a host not watched). Nothing
-listens at either: each request fails, and was recorded before it was sent. Prints the libraries
-it used, as JSON."""
+GET (not an effect), a PUT to a paid path, and a POST to OTHER (a host not watched); and a PUT
+of an S3 object through botocore (boto3's layer). Nothing listens at either: each request fails,
+and was recorded before it was sent. Prints the libraries it used, as JSON."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import http.client
 import importlib
 import json
 import sys
+import urllib.request
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 from temporal_crashtest._observers.http import SENDER, Sender, install_from_env
 
@@ -72,7 +75,48 @@ def main(url: str, other: str) -> None:
         importlib.import_module("aiohttp")
         asyncio.run(_aiohttp(url, other))
         used.append("aiohttp")
+    with contextlib.suppress(ImportError):
+        import urllib3
+
+        pool = urllib3.PoolManager(retries=False, timeout=2)
+        _each(lambda m, u, b, h: pool.request(m, u, body=b, headers=h), url, other, "urllib3")
+        used.append("urllib3")
+    _each(_urllib_request, url, other, "urllib.request")
+    _each(_http_client, url, other, "http.client")
+    used += ["urllib.request", "http.client"]
+    with contextlib.suppress(ImportError):
+        _botocore(url)
+        used.append("botocore")
     print(json.dumps(used))
+
+
+def _urllib_request(m: str, u: str, b: bytes | None, h: dict[str, str]) -> None:
+    urllib.request.urlopen(urllib.request.Request(u, data=b, headers=h, method=m), timeout=2)
+
+
+def _http_client(m: str, u: str, b: bytes | None, h: dict[str, str]) -> None:
+    parts = urlsplit(u)
+    conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=2)
+    conn.request(m, f"{parts.path}?{parts.query}", b, h)
+    conn.getresponse().read()
+
+
+def _botocore(url: str) -> None:
+    import botocore.config
+    import botocore.session
+
+    client = botocore.session.get_session().create_client(
+        "s3",
+        region_name="us-east-1",
+        endpoint_url=url,
+        aws_access_key_id="AKIAPLANTEDKEY000000",
+        aws_secret_access_key="planted-aws-secret-4242",
+        config=botocore.config.Config(
+            retries={"total_max_attempts": 1}, connect_timeout=2, s3={"addressing_style": "path"}
+        ),
+    )
+    with contextlib.suppress(Exception):
+        client.put_object(Bucket="botocore", Key="charges", Body=b"{}")
 
 
 async def _httpx_async(module: Any, url: str, other: str, name: str) -> None:

@@ -13,7 +13,18 @@ import sys
 import threading
 
 import httpx
+from temporal_crashtest._effects import attempting
 from temporal_crashtest._observers.http import Sender, install_from_env, set_sender
+
+
+class Attempt:
+    """An activity attempt, as the crash interceptor marks one in a worker's context."""
+
+    def made(self, what: str) -> None:
+        pass
+
+    def unseen(self, what: str) -> None:
+        pass
 
 
 def post(url: str) -> None:
@@ -42,6 +53,7 @@ def main(url: str, roots: list[str]) -> None:
     early.start()
     for root in roots:
         set_sender(Sender(root, "send", 1))
+        attempting(Attempt())
         asyncio.run(activity(url))
     go.set()
     early.join()

@@ -15,12 +15,22 @@ from temporal_crashtest._commits import command_of, install, table_of, tag_of
 from temporal_crashtest._effects import attempting, done
 
 
+class Said(list[str]):
+    """An activity attempt of a crash test's worker: the effects said in its context."""
+
+    def made(self, what: str) -> None:
+        self.append(what)
+
+    def unseen(self, what: str) -> None:
+        raise AssertionError(f"unseen: {what}")
+
+
 @pytest.fixture
 def made() -> Iterator[list[str]]:
     """The effects said in this context, as an activity attempt of a crash test's worker."""
     install()
-    said: list[str] = []
-    token = attempting(said.append)
+    said = Said()
+    token = attempting(said)
     yield said
     done(token)
 

@@ -3,21 +3,24 @@ records each effectful request before sending it, and what it writes holds no se
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import socket
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from temporal_crashtest import HttpObserver
+from temporal_crashtest._http.urls import masked_path
 from temporal_crashtest._observers.http import (
     LOG_NAME,
     Sender,
     _Recorder,
     _Settings,
-    masked_path,
     observed,
     requests_of,
     set_sender,
@@ -26,6 +29,8 @@ from temporal_crashtest._observers.http import (
 )
 
 PROGRAM = Path(__file__).parent / "http_libraries.py"
+sys.path.insert(0, str(Path(__file__).parent / "apps"))
+from http_effects_app import LIBRARIES  # noqa: E402
 
 
 def closed_port() -> int:
@@ -44,14 +49,18 @@ def test_every_library_records_each_effect_before_sending_it(tmp_path: Path) -> 
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     used = json.loads(done.stdout)
-    assert {"httpx", "httpx2", "requests", "aiohttp"} & set(used), used
+    assert {"urllib.request", "http.client"} <= set(used), used
+    assert {"httpx", "httpx2", "requests", "aiohttp", "urllib3"} & set(used), used
 
     log = tmp_path / LOG_NAME
     rows = requests_of(log, "wf-libraries")
     sent = {(r["library"], r["method"], r["target"]) for r in rows}
     state = observed(log, "wf-libraries")
+    if "botocore" in used:  # boto3's S3, SQS, SES: through urllib3
+        assert ("urllib3", "PUT", f"{here}/botocore/charges") in sent, sent
+        used.remove("botocore")
     for name in used:
-        library = name.removesuffix("-async")
+        library = LAYER.get(name, name.removesuffix("-async"))
         # Nothing listens: every request failed, and each effectful one was recorded first.
         assert (library, "POST", f"{here}/{name}/charges") in sent, (name, sent)
         # Sent twice with one key: the receiver refuses the repeat, so it counts once.
@@ -62,8 +71,13 @@ def test_every_library_records_each_effect_before_sending_it(tmp_path: Path) -> 
     assert not [r for r in rows if r["target"].startswith(other)], "a host not watched"
     assert {r["boundary"] for r in rows} == {"test"}
     text = log.read_text()
-    for secret in ("sk-planted-header-secret-4242", "planted-query-secret-4242", "k-httpx"):
+    for secret in ("sk-planted-header-secret-4242", "planted-query-secret-4242", "k-httpx",
+                   "AKIAPLANTEDKEY", "planted-aws-secret"):  # fmt: skip
         assert secret not in text
+
+
+# The layer that sees a library's requests: the one it stands on.
+LAYER = {"requests": "urllib3", "urllib.request": "http.client"}
 
 
 def test_a_repeat_without_a_key_is_the_duplicate(tmp_path: Path) -> None:
@@ -179,3 +193,73 @@ def test_an_unkeyed_post_sent_through_an_executor_is_caught(
     assert report["reference"] == {"requests": {f"POST {here}/notify": 2}, "paid calls": {}}
     failed = {c["crash_at"] for c in report["cells"] if not c["matches"]}
     assert {"after-effect:1", "after-effect:2"} <= failed, done.stderr
+
+
+class _Orders(ThreadingHTTPServer):
+    """An order service: counts each POST to /RUN/LIBRARY; GET /counts/RUN answers them."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Order)
+        self.counts: dict[str, dict[str, int]] = {}
+
+
+class _Order(BaseHTTPRequestHandler):
+    server: _Orders
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def _answer(self, body: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        run, _, library = self.path.strip("/").rpartition("/")
+        counts = self.server.counts.setdefault(run, {})
+        counts[library] = counts.get(library, 0) + 1
+        self._answer(b"{}")
+
+    def do_GET(self) -> None:
+        run = self.path.removeprefix("/counts/")
+        self._answer(json.dumps(self.server.counts.get(run, {})).encode())
+
+
+def test_every_way_python_sends_http_is_a_crash_point_without_http(
+    app_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The probe's false ✓: look the key up, POST the order, mark it done, observed by the order
+    service's own count. The POST was a crash point only with --http, and never through urllib,
+    urllib3 (boto3) or http.client: "every point ends in the no-crash state" while a kill between
+    the POST and the mark books twice. Now each library's POST is a point with --observe alone,
+    and ✗; a POST through a raw socket, which nothing watches, is said to be untested."""
+    libraries = [n for n in LIBRARIES if n == "socket" or importlib.util.find_spec(n.split(".")[0])]
+    orders = _Orders()
+    threading.Thread(target=orders.serve_forever, daemon=True).start()
+    env = {**app_env, "ORDERS_URL": f"http://127.0.0.1:{orders.server_address[1]}"}
+    args = [sys.executable, "-m", "temporal_crashtest", "run", "--worker", "http_effects_app:build",
+            "--workflow", "http_effects_app:OrderThroughEach", "--input", json.dumps(libraries),
+            "--observe", "http_effects_app:observe", "--points", "effect",
+            "--json", str(tmp_path / "report.json")]  # fmt: skip
+    try:
+        done = subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True,
+                              timeout=240)  # fmt: skip
+    finally:
+        orders.shutdown()
+    assert done.returncode == 1, done.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["reference"] == {library: 1 for library in libraries}
+    posts = {c["crash_at"]: c for c in report["cells"] if "POST" in c["activity"]}
+    sent = [n for n in libraries if n != "socket"]
+    assert sorted(posts) == [f"effect:{i}.1" for i in range(1, len(sent) + 1)], report["cells"]
+    assert all(not c["matches"] and "1 → 2" in c["diff"] for c in posts.values()), posts
+    marks = [c for c in report["cells"] if "COMMIT marks" in c["activity"]]
+    assert len(marks) == len(libraries) and all(c["matches"] for c in marks), marks
+    unseen = [u for u in report["untested"] if "does not watch" in u["why"]]
+    assert [u["boundary"].rpartition(": ")[2] for u in unseen] == [
+        f"POST 127.0.0.1:{orders.server_address[1]}/:id/socket"
+    ], report["untested"]

@@ -182,7 +182,7 @@ def _how_to_crash(add: Add) -> None:
         "--points",
         help=f"only these crash points, comma-separated (default: every {defaults}; a moment "
         "alone, as after-effect, is its every point; effect: each effect an activity made — a "
-        "committed database write, an answered request with --http, a "
+        "committed database write, an answered HTTP request, a "
         f"temporal_crashtest.effect): {GLOSSARY}",
     )
     add("--repeat", type=int, default=1, help="crash this many workers in a row at each point")
@@ -264,8 +264,9 @@ def say(text: str) -> None:
 
 
 def progress(done: int, total: int, cell: Cell) -> None:
-    mark = "✓" if cell.matches else "✗"
+    mark = "-" if cell.not_reached else "✓" if cell.matches else "✗"
     what = f"  {shown(cell.diff)}" if cell.diff else ""
+    what = "  not reached: no verdict (listed as not tested)" if cell.not_reached else what
     print(
         f"[{done:>3}/{total}] {cell.crash_at:<20} {shown(cell.activity)[:40]:<40} {mark} "
         f"{cell.seconds:5.1f} s{what}",

@@ -15,6 +15,12 @@ fails in the workflow. The two cases of "no retry" end differently:
 
 Both the worker (from `activity.Info`, when an attempt starts) and the fast-forward (from a
 pending activity the server describes) decide through `attempt_end`.
+
+An attempt that *fails* (reports its failure) is retried by the server's own rule, which
+`failure_retried` states once: not past the retry policy's last attempt, and not if the next
+attempt, after its backoff, would start past the schedule-to-close deadline. Both kills at an
+activity's failure for good decide by it: the interceptor's in a Python worker, and the wire's
+for a worker of any SDK.
 """
 
 from __future__ import annotations
@@ -25,6 +31,11 @@ from datetime import UTC, datetime, timedelta
 from temporalio.api.workflow.v1 import PendingActivityInfo
 
 DEFAULT_BACKOFF = timedelta(seconds=1)  # the server's default initial retry interval
+# How late a failure may reach the server after its worker decided to send it (a loaded
+# machine): a kill at a failure decides as if it arrived this late, so that one the server takes
+# for good is never passed by. One it would still have retried ends, once its worker is dead, as
+# production's does (its attempt's timeout; `attempt_end`), so a kill there is sound too.
+REPORT_LATE = timedelta(seconds=0.5)
 
 
 @dataclass(frozen=True)
@@ -65,6 +76,23 @@ def attempt_end(
             why = "its schedule-to-close timeout leaves no time for another attempt"
             return AttemptEnd(timeout, length, retried=False, shorten="schedule-to-close", why=why)
     return AttemptEnd(timeout, length, retried=True, shorten=timeout)
+
+
+def failure_retried(
+    *,
+    attempt: int,
+    maximum_attempts: int,
+    backoff: timedelta,
+    deadline: datetime | None,
+    now: datetime,
+) -> bool:
+    """Whether the server starts another attempt after a retryable failure of attempt `attempt`
+    reported at `now` (`backoff`: the interval before the next, the failure's own next retry
+    delay if it gives one; `deadline`: the schedule-to-close deadline, None if none is set).
+    A kill deciding now passes `now + REPORT_LATE`."""
+    if maximum_attempts and attempt >= maximum_attempts:
+        return False
+    return deadline is None or now + backoff <= deadline
 
 
 def own_timeout(

@@ -18,7 +18,7 @@ from typing import Any
 
 from temporalio.client import WorkflowHandle
 
-from temporal_crashtest._errors import CellFailed
+from temporal_crashtest._errors import CellFailed, NotReached
 from temporal_crashtest._fastforward import SHORT_TASK_TIMEOUT
 from temporal_crashtest._history import ActivityOf, read_tree, with_likely_cause
 from temporal_crashtest._model import CellPoint, Reference
@@ -45,6 +45,9 @@ class Outcome:
     recovery: Recovery = field(default_factory=Recovery)
     fast_forward: tuple[str, ...] = ()  # the first kill's, the lost attempts', the reruns'
     effects: tuple[dict[str, Any], ...] = ()  # the effects its activities said (`_effects`)
+    unseen: tuple[dict[str, Any], ...] = ()  # ... and those no crash point can follow
+    completions: tuple[dict[str, Any], ...] = ()  # attempts completed later, by a client
+    started: frozenset[tuple[str, str, int]] = frozenset()  # attempts its workers received
     overran: tuple[str, ...] = ()  # attempts a timeout ended while a live worker ran them
 
     @property
@@ -86,10 +89,15 @@ class _CrashedRun:
         self.workers.append(started)
         return started
 
-    def said(self) -> tuple[dict[str, Any], ...]:
-        """The effects the run's activities said they made (`_effects`), as its workers heard."""
+    def said(self, what: str = "effects") -> tuple[dict[str, Any], ...]:
+        """What the run's activities said, as its workers heard: the effects they made
+        (`_effects`), those no crash point can follow (`unseen`), their attempts completed later
+        by a client (`completions`)."""
         return tuple(
-            e for w in self.workers for e in w.status.effects if e["root"] == self.workflow_id
+            e
+            for w in self.workers
+            for e in getattr(w.status, what)
+            if e["root"] == self.workflow_id
         )
 
     def overran(self) -> tuple[str, ...]:
@@ -106,9 +114,10 @@ class _CrashedRun:
         exited any other way fails the cell."""
         if run.result.done():
             if stage == 0:
-                raise CellFailed(
-                    f"the crash point {point.crash_at} was never reached: the run ended while "
-                    "the worker was still alive"
+                raise NotReached(
+                    f"this run ended with its worker alive, never at the moment the run without "
+                    f"a crash reached ({run.ending()}; a workflow that takes another path from "
+                    "run to run, or a moment its worker did not show)"
                 )
             return False
         if current.child.returncode != -signal.SIGKILL:
@@ -203,6 +212,9 @@ def _so_far(this: _CrashedRun, run: Started | None, kills: list[Kill], lost: lis
         kills=tuple(kills),
         fast_forward=notes,
         effects=this.said(),
+        unseen=this.said("unseen"),
+        completions=this.said("completions"),
+        started=frozenset(a for w in this.workers for a in w.status.started),
         overran=this.overran(),
     )
 

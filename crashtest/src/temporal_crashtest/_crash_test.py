@@ -57,7 +57,7 @@ from temporal_crashtest._runner import Runner
 from temporal_crashtest._session import DEFAULT_DEADLINE_S, Session
 from temporal_crashtest._shards import parse_shard, shard_points
 from temporal_crashtest._text import shown
-from temporal_crashtest._wire.kill import off_the_wire
+from temporal_crashtest._wire.kill import INSIDE_OFF_THE_WIRE, off_the_wire
 from temporal_crashtest._workers import Workers
 
 REFERENCE_CHARS = 200  # how much of the reference state a progress line shows
@@ -314,7 +314,8 @@ async def _crash_test(
         chosen, made = _Chosen([], []), Cells([], 0, 0)
         if expect_diff is None:
             chosen, made = await _run_the_cells(runner, target, reference, options, say)
-        untested = [*chosen.untested, *(Untested(*row) for row in observers.untested())]
+        cells, unreached = _reached(made.cells)
+        untested = [*chosen.untested, *unreached, *(Untested(*row) for row in observers.untested())]
     finally:
         await procs.kill_all_and_reap()
         if server is not None:
@@ -324,7 +325,7 @@ async def _crash_test(
         workflow=target.workflow,
         activities=[b.label for b in reference.boundaries],
         reference=reference.observed,
-        cells=made.cells,
+        cells=cells,
         seconds=round(time.monotonic() - started, 1),
         untested=untested,
         warnings=[*reference.tree.warnings, *_hazards(reference)],
@@ -344,6 +345,24 @@ async def _crash_test(
         ui_url=_ui_url(address, server),
         timelines=dict(runner.timelines),
     )
+
+
+def _reached(cells: list[Cell]) -> tuple[list[Cell], list[Untested]]:
+    """The cells whose run reached their point, and the points none reached, as not tested (a
+    point never reached is no verdict). CrashTestAborted when there were points and none was
+    reached: a test of none would pass without testing anything."""
+    reached = [c for c in cells if c.not_reached is None]
+    unreached = [
+        Untested(f"{c.crash_at} ({c.activity})", f"not reached: {c.not_reached}")
+        for c in cells
+        if c.not_reached is not None
+    ]
+    if cells and not reached:
+        raise CrashTestAborted(
+            f"none of the {len(cells)} crash points was reached: "
+            + "; ".join(f"{u.boundary}: {u.why}" for u in unreached[:3])
+        )
+    return reached, unreached
 
 
 async def _replay_pass(
@@ -469,6 +488,7 @@ def _choose(
         off = {p: why for p in points if (why := off_the_wire(p.site()))}
         points = [p for p in points if p not in off]
         untested += [Untested(f"{p.crash_at} ({p.label})", why) for p, why in off.items()]
+        untested.append(Untested("effect:N.K (inside every activity)", INSIDE_OFF_THE_WIRE))
     if options.shard is None or not points:
         return _Chosen(points, untested)
     k, n = options.shard

@@ -61,4 +61,9 @@ class CellFailed(Exception):
         self.partial = partial
 
 
-INSIDE = (CellFailed,)  # the exceptions that never leave the tool (no CrashTestError)
+class NotReached(CellFailed):
+    """A cell's run ended with its first worker alive, never at the crash point the run without
+    a crash reached: the point is not tested (no verdict), and the report says why."""
+
+
+INSIDE = (CellFailed, NotReached)  # the exceptions that never leave the tool (no CrashTestError)

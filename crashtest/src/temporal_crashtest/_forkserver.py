@@ -27,7 +27,6 @@ import sys
 from pathlib import Path
 from typing import IO, Any
 
-from temporal_crashtest._commits import install as watch_commits
 from temporal_crashtest._errors import InputError
 from temporal_crashtest._exits import exit_now
 from temporal_crashtest._loading import load_callable, load_data_converter, load_plugins
@@ -39,9 +38,9 @@ REAP_EVERY_S = 0.02  # how soon a worker's end is reported
 
 def import_target(factory: str, data_converter: str | None, plugins: list[str]) -> None:
     """Import everything a worker process of this target imports before it connects."""
-    import temporal_crashtest.worker  # noqa: F401  (temporalio's client and worker with it)
+    from temporal_crashtest.worker import watch_effects  # temporalio's client and worker with it
 
-    watch_commits()  # before the user's code imports a database library's names
+    watch_effects()  # before the user's code imports a library's names
     load_callable(factory, "--worker")
     load_data_converter(data_converter)
     load_plugins(plugins, build=False)  # each forked worker builds its own, once
@@ -79,7 +78,9 @@ def fork_here() -> ForkedServer | NotForked:
         os.close(requests_out)
         os.close(answers_in)
         die_with_parent(parent)
-        watch_commits()  # here, not in the crash test: its own commits are no effects
+        from temporal_crashtest.worker import watch_effects
+
+        watch_effects()  # here, not in the crash test: its own commits are no effects
         _hash_the_code()
         with os.fdopen(requests_in, "r") as requests, os.fdopen(answers_out, "w") as answers:
             _answer(answers, {"ready": True})

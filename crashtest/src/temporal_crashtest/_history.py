@@ -19,6 +19,7 @@ from typing import Any
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import (
     EventType,
+    RetryState,
     TimeoutType,
 )
 from temporalio.api.failure.v1 import Failure
@@ -33,9 +34,16 @@ from temporal_crashtest._interceptor import (
 from temporal_crashtest._report import Untested
 
 LOCAL_ACTIVITY_MARKER = "core_local_activity"
+UNSEEN_REQUEST = (
+    "an HTTP request sent through a library crashtest does not watch (not httpx, aiohttp, "
+    "urllib3, requests or http.client): no crash point follows it; send it through one of "
+    "those, or call temporal_crashtest.effect once it is answered"
+)
 INPUT_CHARS = 24
 
 
+# How an attempt ended on its worker (a boundary's `ends`).
+RETURNED, LATER_SEEN, LATER_UNSEEN = "returned", "completed later", "completed later, unseen"
 # How an activity ended in its run (a boundary's `closed`).
 COMPLETED, FAILED, TIMED_OUT, CANCELLED, OPEN = (
     "completed", "failed", "timed out", "cancelled", "still running"
@@ -80,6 +88,9 @@ class Boundary:
     input_digest: str = ""  # of its whole input as scheduled: equal inputs, equal digests
     retry_s: float = 0.0  # its retry policy's first wait (a local activity's: 0, unread)
     effects: tuple[str, ...] = ()  # the effects its attempt said it made (`_effects`), in order
+    # How its last attempt ended on the worker: RETURNED, or completed later by a client the
+    # worker's (LATER_SEEN) or another (LATER_UNSEEN), after `activity.raise_complete_async()`.
+    ends: str = "returned"
 
 
 @dataclass
@@ -109,6 +120,39 @@ class Tree:
             last = attempts[max(attempts)] if attempts else []
             boundaries.append(replace(b, effects=tuple(last)))
         return replace(self, boundaries=boundaries)
+
+    def with_completions(self, said: list[dict[str, Any]]) -> Tree:
+        """The tree with how each boundary's last attempt ended on its worker: returned, or
+        handed to be completed later by a client, which the worker's client did (seen) or not
+        (another process's)."""
+        handed: dict[tuple[str, int], dict[int, bool]] = {}
+        for e in said:
+            where = (str(e.get("scope")), int(e.get("position") or 0))
+            attempts = handed.setdefault(where, {})
+            attempt = int(e.get("attempt") or 0)
+            attempts[attempt] = attempts.get(attempt, False) or bool(e.get("seen"))
+        boundaries = []
+        for b in self.boundaries:
+            attempts = handed.get((b.scope, b.position), {})
+            if attempts:
+                seen = attempts[max(attempts)]
+                b = replace(b, ends=LATER_SEEN if seen else LATER_UNSEEN)
+            boundaries.append(b)
+        return replace(self, boundaries=boundaries)
+
+    def with_unseen(self, unseen: list[dict[str, Any]]) -> Tree:
+        """The tree with what its activities sent that no crash point can follow (`_http`'s
+        unseen requests) among what is not tested, once per boundary and request."""
+        labels = {(b.scope, b.position): b.label for b in self.boundaries}
+        found: Counter[tuple[str, str]] = Counter()
+        for e in unseen:
+            where = (str(e.get("scope")), int(e.get("position") or 0))
+            found[(labels.get(where, f"activity {where[1]}"), str(e.get("what")))] += 1
+        rows = [
+            Untested(f"{label}: {what}" + (f" (x{n})" if n > 1 else ""), UNSEEN_REQUEST)
+            for (label, what), n in found.items()
+        ]
+        return replace(self, untested=[*self.untested, *rows])
 
     def only_ends_after(self, b: Boundary) -> bool:
         """Whether, after `b`'s completion, the run without a crash only ended: the root's last
@@ -807,10 +851,16 @@ def timeouts_without_a_kill(runs: list[RunHistory]) -> int:
     return count
 
 
+FAILS_BY_DESIGN = 10**6  # `activity_attempts`' count for one that fails until its window closes
+
+
 def activity_attempts(runs: list[RunHistory]) -> dict[tuple[str, str], int]:
     """The attempt each activity of the tree ended on, by (scope, activity id): a run without
     a crash, read this way, says how many attempts its activities take by design (a poll by
-    retry, a service that is down at first)."""
+    retry, a service that is down at first). One that failed on every attempt until its
+    schedule-to-close window closed (its last attempt retried after a failure of its own, and
+    none followed) takes as many as fit in the window, which a loaded machine makes fewer or
+    more: any number (`FAILS_BY_DESIGN`)."""
     found = {}
     for run in runs:
         ids = {
@@ -822,6 +872,13 @@ def activity_attempts(runs: list[RunHistory]) -> dict[tuple[str, str], int]:
             if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
                 started = e.activity_task_started_event_attributes
                 found[run.scope, ids.get(started.scheduled_event_id, "")] = started.attempt
+        for e in run.history.events:
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED:
+                failed = e.activity_task_failed_event_attributes
+                where = (run.scope, ids.get(failed.scheduled_event_id, ""))
+                window = failed.retry_state == RetryState.RETRY_STATE_TIMEOUT
+                if window and found.get(where, 1) > 1:
+                    found[where] = FAILS_BY_DESIGN
     return found
 
 

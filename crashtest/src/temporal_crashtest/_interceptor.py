@@ -60,7 +60,13 @@ from temporalio import activity, client, worker, workflow
 from temporalio.api.common.v1 import Payload
 from temporalio.exceptions import ApplicationError
 
-from temporal_crashtest._attempt_end import AttemptEnd, attempt_end, backoff_after
+from temporal_crashtest._attempt_end import (
+    REPORT_LATE,
+    AttemptEnd,
+    attempt_end,
+    backoff_after,
+    failure_retried,
+)
 from temporal_crashtest._effects import attempting, done
 from temporal_crashtest._errors import CrashPointError
 from temporal_crashtest._observers.in_worker import attempt_started
@@ -123,24 +129,35 @@ class Attempt:
         return base64.b64decode(self.token)
 
 
+def _backoff(info: activity.Info) -> timedelta:
+    """The retry interval after this attempt, under its retry policy."""
+    policy = info.retry_policy
+    return backoff_after(
+        info.attempt,
+        policy.initial_interval if policy is not None else None,
+        policy.backoff_coefficient if policy is not None else 2.0,
+        policy.maximum_interval if policy is not None else None,
+    )
+
+
+def _deadline(info: activity.Info) -> datetime | None:
+    """When its schedule-to-close timeout expires (None: none set)."""
+    s2c = info.schedule_to_close_timeout
+    return info.scheduled_time + s2c if s2c else None
+
+
 def end_of(info: activity.Info) -> AttemptEnd:
     """How this attempt ends if its worker dies now (`_attempt_end`)."""
     policy = info.retry_policy
-    s2c = info.schedule_to_close_timeout
     return attempt_end(
         attempt=info.attempt,
         maximum_attempts=policy.maximum_attempts if policy is not None else 0,
-        backoff=backoff_after(
-            info.attempt,
-            policy.initial_interval if policy is not None else None,
-            policy.backoff_coefficient if policy is not None else 2.0,
-            policy.maximum_interval if policy is not None else None,
-        ),
+        backoff=_backoff(info),
         heartbeat=info.heartbeat_timeout,
         start_to_close=info.start_to_close_timeout,
-        schedule_to_close=s2c,
-        deadline=info.scheduled_time + s2c if s2c else None,
-        started=datetime.now(UTC),  # when it starts, or (`_fails_for_good`) fails
+        schedule_to_close=info.schedule_to_close_timeout,
+        deadline=_deadline(info),
+        started=datetime.now(UTC),  # when it starts
     )
 
 
@@ -155,7 +172,8 @@ def _final_timeout(info: activity.Info, end: AttemptEnd) -> str:
 
 
 def _fails_for_good(err: Exception, info: activity.Info) -> bool:
-    """Whether this failure ends the activity: no attempt follows it under its retry policy."""
+    """Whether this failure ends the activity: no attempt follows it under its retry policy
+    (`_attempt_end.failure_retried`, the rule a kill on the wire decides by too)."""
     if isinstance(err, asyncio.CancelledError):
         return False
     if isinstance(err, ApplicationError) and err.non_retryable:
@@ -164,7 +182,16 @@ def _fails_for_good(err: Exception, info: activity.Info) -> bool:
     kind = err.type if isinstance(err, ApplicationError) and err.type else type(err).__name__
     if policy is not None and kind in (policy.non_retryable_error_types or ()):
         return True
-    return not end_of(info).retried
+    backoff = _backoff(info)
+    if isinstance(err, ApplicationError) and err.next_retry_delay:
+        backoff = err.next_retry_delay
+    return not failure_retried(
+        attempt=info.attempt,
+        maximum_attempts=policy.maximum_attempts if policy is not None else 0,
+        backoff=backoff,
+        deadline=_deadline(info),
+        now=datetime.now(UTC) + REPORT_LATE,
+    )
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -182,6 +209,9 @@ class CrashSite:
     # same boundary, however found):
     activity_id: str = field(default="", compare=False)
     local: bool = field(default=False, compare=False)
+    # The activity type the run without a crash had there: a run that went another way has
+    # another activity at the same place, and is not killed there ("": any).
+    activity_type: str = field(default="", compare=False)
 
     def to_text(self) -> str:
         return json.dumps(asdict(self))
@@ -217,7 +247,7 @@ class CrashSite:
 
     def names(self, stamp: Stamp) -> bool:
         """Whether this site is the boundary `stamp`."""
-        if self.scope != stamp.scope:
+        if self.scope != stamp.scope or self.activity_type not in ("", stamp.activity):
             return False
         if self.activity is not None:
             return (self.activity, self.occurrence) == (stamp.activity, stamp.occurrence)
@@ -357,6 +387,7 @@ class _StampingOutbound(worker.WorkflowOutboundInterceptor):
         )
 
     def _watch(self, handle: asyncio.Task[Any], stamp: Stamp) -> None:
+        handle.add_done_callback(lambda _: self._crash.resolved(stamp))
         if not self._kills_here(stamp, as_scheduled=False):
             return
 
@@ -414,34 +445,41 @@ class _StampingOutbound(worker.WorkflowOutboundInterceptor):
 class _Effects:
     """The effects one activity attempt has made so far (`_effects.effect` calls): each said on
     the status channel (the run without a crash lists them), and the worker armed at the
-    boundary's K-th killed there."""
+    boundary's K-th killed there; and those no point can follow (`_effects.unseen`), said too."""
 
     crash: CrashInterceptor
     stamp: Stamp
     attempt: int
-    made: int = 0
+    count: int = 0
 
-    def __call__(self, what: str) -> None:
-        self.made += 1
-        stamp, crash = self.stamp, self.crash
-        crash.status.send(
-            "effect",
+    def _say(self, event: str, what: str) -> None:
+        stamp = self.stamp
+        self.crash.status.send(
+            event,
             root=stamp.root,
             scope=stamp.scope,
             position=stamp.position,
             attempt=self.attempt,
             what=what,
         )
+
+    def made(self, what: str) -> None:
+        self.count += 1
+        stamp, crash = self.stamp, self.crash
+        self._say("effect", what)
         site = crash.site
         if (
             site is not None
             and site.moment.kills_at_an_effect
-            and site.effect == self.made
+            and site.effect == self.count
             and site.names(stamp)
             and crash.workflow_id in (None, stamp.root)
         ):
-            where = f"{stamp.label()} made effect {self.made} ({what}); its next line unrun"
+            where = f"{stamp.label()} made effect {self.count} ({what}); its next line unrun"
             crash.kill(site, where, itself=stamp)
+
+    def unseen(self, what: str) -> None:
+        self._say("unseen", what)
 
 
 class _CrashingActivity(worker.ActivityInboundInterceptor):
@@ -489,6 +527,10 @@ class _CrashingActivity(worker.ActivityInboundInterceptor):
         token = attempting(_Effects(self.crash, stamp, info.attempt))
         try:
             return await self._execute(input, stamp)
+        except BaseException as err:
+            if _COMPLETES_LATER is not None and isinstance(err, _COMPLETES_LATER):
+                self.crash.completes_later(stamp, info)
+            raise
         finally:
             done(token)
 
@@ -522,6 +564,47 @@ class _CrashingActivity(worker.ActivityInboundInterceptor):
         return result
 
 
+# What an activity raises to be completed later, by a client (`activity.raise_complete_async()`;
+# not public, temporalio 1.x): its attempt is not over when it returns.
+_COMPLETES_LATER: type[BaseException] | None = getattr(activity, "_CompleteAsyncError", None)
+
+
+@dataclass(frozen=True)
+class _Completing:
+    """An attempt handed to be completed later, by a client: its boundary and its info."""
+
+    stamp: Stamp
+    info: activity.Info
+
+    def names(self, reference: client.AsyncActivityIDReference | bytes) -> bool:
+        """Whether an async handle's reference (a task token, or ids) is this attempt's."""
+        info = self.info
+        if isinstance(reference, bytes):
+            return reference == info.task_token
+        return (
+            reference.activity_id == info.activity_id
+            and reference.workflow_id in (None, info.workflow_id)
+            and reference.run_id in (None, info.workflow_run_id)
+        )
+
+
+class _CompletingClient(client.OutboundInterceptor):
+    """The worker's client, where an activity completed later is completed: the moment it ends
+    (`after-effect` there: the work done, the completion not sent)."""
+
+    def __init__(self, next: client.OutboundInterceptor, crash: CrashInterceptor) -> None:
+        super().__init__(next)
+        self.crash = crash
+
+    async def complete_async_activity(self, input: client.CompleteAsyncActivityInput) -> None:
+        self.crash.ends_later(input.id_or_token, None)
+        await super().complete_async_activity(input)
+
+    async def fail_async_activity(self, input: client.FailAsyncActivityInput) -> None:
+        self.crash.ends_later(input.id_or_token, input.error)
+        await super().fail_async_activity(input)
+
+
 class CrashInterceptor(client.Interceptor, worker.Interceptor):
     """Stamp every boundary; SIGKILL this worker's process at `site` (None: never), in any
     workflow tree on the worker's task queue or only in the one rooted at `workflow_id`."""
@@ -542,6 +625,55 @@ class CrashInterceptor(client.Interceptor, worker.Interceptor):
         # (run id, activity id) -> the attempts of it running here now (any activity)
         self.running_attempts: dict[tuple[str, str], set[int]] = {}
         self.ids = itertools.count()
+        self.completing: list[_Completing] = []  # attempts to be completed later, by a client
+
+    def completes_later(self, stamp: Stamp, info: activity.Info) -> None:
+        """`stamp`'s attempt returned to be completed later, by a client: said, and held."""
+        self.completing.append(_Completing(stamp, info))
+        self._say_completion(stamp, info.attempt, seen=False)
+
+    def ends_later(
+        self, reference: client.AsyncActivityIDReference | bytes, error: Exception | None
+    ) -> None:
+        """A client is about to complete (`error`: fail) an activity: if it is an attempt
+        handed over here, its end is seen, and the worker armed there dies before it is sent."""
+        found = next((c for c in self.completing if c.names(reference)), None)
+        if found is None:
+            return
+        self.completing.remove(found)
+        stamp, site = found.stamp, self.site
+        self._say_completion(stamp, found.info.attempt, seen=True)
+        if (
+            site is not None
+            and site.moment.kills_in_the_activity
+            and site.names(stamp)
+            and self.workflow_id in (None, stamp.root)
+            and (error is None or _fails_for_good(error, found.info))
+        ):
+            ends = "completion" if error is None else "failure for good"
+            where = f"{stamp.label()} is about to send its {ends} (completed later, by a client)"
+            self.kill(site, where, also=Attempt.of(found.info), itself=stamp)
+
+    def resolved(self, stamp: Stamp) -> None:
+        """The workflow saw `stamp`'s activity end: an attempt of it completed later, by a
+        client, is no longer held (one this worker's client never completed, another did)."""
+        place = (stamp.root, stamp.scope, stamp.position)
+        self.completing = [
+            c for c in self.completing if (c.stamp.root, c.stamp.scope, c.stamp.position) != place
+        ]
+
+    def _say_completion(self, stamp: Stamp, attempt: int, seen: bool) -> None:
+        self.status.send(
+            "completes_later",
+            root=stamp.root,
+            scope=stamp.scope,
+            position=stamp.position,
+            attempt=attempt,
+            seen=seen,
+        )
+
+    def intercept_client(self, next: client.OutboundInterceptor) -> client.OutboundInterceptor:
+        return _CompletingClient(next, self)
 
     def kill(
         self,
@@ -553,8 +685,10 @@ class CrashInterceptor(client.Interceptor, worker.Interceptor):
         """SIGKILL this process at `site`, saying what it held: the attempts (and `also`, one
         that returned), and the boundaries in flight but `itself` (the one killed inside)."""
         with workflow.unsafe.sandbox_unrestricted():
-            held = [*self.attempts.values(), *([also] if also else [])]
+            later = [Attempt.of(c.info) for c in self.completing]  # held till completed
+            held = [*self.attempts.values(), *later, *([also] if also else [])]
             running = [s for s in self.running.values() if s is not itself]
+            running += [c.stamp for c in self.completing if c.stamp is not itself]
             self.status.send(
                 "crash",
                 in_flight=[{"scope": s.scope, "position": s.position} for s in running],

@@ -20,6 +20,7 @@ from temporal_crashtest._history import (
     CANCELLED,
     COMPLETED,
     FAILED,
+    LATER_UNSEEN,
     OPEN,
     TIMED_OUT,
     Boundary,
@@ -193,6 +194,7 @@ class CellPoint:
             effect=self.effect,
             activity_id=self.boundary.activity_id,
             local=self.boundary.local,
+            activity_type=self.boundary.activity,
         )
 
     @property
@@ -204,9 +206,16 @@ class CellPoint:
 
 def _reachable_after_effect(b: Boundary) -> str | None:
     """Why `after-effect` at `b` has no moment to crash in, if it has none: the moment is when
-    an attempt returns (a result, or its last failure), and in the run without a crash none
-    did — the workflow cancelled it (an activity that heartbeats until it is cancelled, by
-    design), it timed out, or it was still running when the run ended."""
+    an attempt returns (a result, or its last failure) or, completed later by a client, when
+    that client sends its end; and in the run without a crash none did — the workflow cancelled
+    it (an activity that heartbeats until it is cancelled, by design), it timed out, or it was
+    still running when the run ended — or a client the worker does not hold completed it."""
+    if b.closed in (COMPLETED, FAILED) and b.ends == LATER_UNSEEN:
+        return (
+            "it was completed later (activity.raise_complete_async()) through a client that is "
+            "not its worker's (another process?): crashtest kills where its worker's own client "
+            "sends the completion, and saw none"
+        )
     if b.closed in (COMPLETED, FAILED):
         return None
     how = {CANCELLED: "its workflow cancelled it", TIMED_OUT: "it timed out"}.get(

@@ -17,10 +17,21 @@ MAX_DIFFERENCES = 3
 NOTES_LISTED = 3  # untested boundaries with one reason listed one by one; more: one line
 
 
-EFFECT_REPEATED = "before the activity's next line ran: the retried attempt made it again"
+# What followed a kill inside an activity, after one of its effects (`Cell.retry`), in words.
+MADE_AGAIN, RAN_AGAIN, NOT_RETRIED = "made it again", "ran again", "not retried"
+AFTER_THE_EFFECT = {
+    MADE_AGAIN: "the retried attempt made it again",
+    RAN_AGAIN: "the retried attempt did not make it again, yet the run ended otherwise",
+    NOT_RETRIED: "no attempt followed (its retry policy left none), so nothing was made twice: "
+    "the activity failed in the workflow",
+}
 RECORD_IS_NO_KEY = (
     'a record written after an effect ("done") does not stop its repeat: send a key the '
     "receiver checks, or write the record in the effect's own transaction."
+)
+LAST_ATTEMPT = (
+    "an activity whose worker dies on its last attempt fails in the workflow, whatever it made: "
+    "let it retry (its effects keyed), or handle its failure in the workflow."
 )
 
 
@@ -43,6 +54,8 @@ class Cell:
     crashes: int = 0  # how many workers were killed (a repeat may end before its last)
     fast_forward: list[str] = field(default_factory=list)  # what was done instead of waiting
     group: int = 1  # points crashed in the run that gave this verdict (1: a run of its own)
+    not_reached: str | None = None  # its run never reached the point, and why: no verdict
+    retry: str = ""  # killed inside an activity: what its next attempt did (MADE_AGAIN, ...)
 
     def recovery_text(self) -> str:
         if self.group > 1:
@@ -215,10 +228,17 @@ class Report:
         lines += [f"note: {shown(w)}" for w in self.warnings]
         inside = [c for c in self.failed if c.crash_at.startswith(f"{Moment.EFFECT}:")]
         for c in inside:
-            said = f"killed after {killed_after(c.activity)}, {EFFECT_REPEATED} ({c.diff})"
+            then = AFTER_THE_EFFECT.get(c.retry, AFTER_THE_EFFECT[MADE_AGAIN])
+            said = (
+                f"killed after {killed_after(c.activity)}, before the activity's next line ran: "
+                f"{then} ({c.diff})"
+            )
             lines.append(f"note: {shown(c.crash_at)}: {shown(said)}")
-        if inside:
+        retries = {c.retry or MADE_AGAIN for c in inside}
+        if retries - {NOT_RETRIED}:
             lines.append(f"note: {RECORD_IS_NO_KEY}")
+        if NOT_RETRIED in retries:
+            lines.append(f"note: {LAST_ATTEMPT}")
         return "\n".join(lines)
 
     def summary(self) -> str:

@@ -24,12 +24,12 @@ from typing import Any
 from temporalio.service import RPCError
 
 from temporal_crashtest._cell import LOADED_RERUNS, Outcome, crashed_run, through_load
-from temporal_crashtest._errors import CellFailed, CrashTestAborted
+from temporal_crashtest._errors import CellFailed, CrashTestAborted, NotReached
 from temporal_crashtest._history import Tree, read_tree, timeouts_without_a_kill
 from temporal_crashtest._model import CellPoint, Reference, Version
 from temporal_crashtest._observers import Observers
 from temporal_crashtest._replay import Replayed, read_replayed, write_cuts
-from temporal_crashtest._report import Cell
+from temporal_crashtest._report import MADE_AGAIN, NOT_RETRIED, RAN_AGAIN, Cell
 from temporal_crashtest._reset_cell import reset_run
 from temporal_crashtest._session import Session
 from temporal_crashtest._timeline import timeline_of
@@ -45,6 +45,30 @@ class GroupRun:
     why: str | None
     observed: Any
     seconds: float
+
+
+def _retry(point: CellPoint | None, outcome: Outcome) -> str:
+    """Killed inside an activity, after an effect: what its next attempt did — made an effect
+    again (its attempts said effects more than once), ran again without one, or never ran (its
+    retry policy left none). "" for a kill anywhere else."""
+    if point is None or not point.moment.kills_at_an_effect or not outcome.kills:
+        return ""
+    b = point.boundary
+    said = {
+        int(e.get("attempt") or 0)
+        for e in outcome.effects
+        if (e.get("scope"), e.get("position")) == (b.scope, b.position)
+    }
+    if len(said) > 1:
+        return MADE_AGAIN
+    killed = min(said, default=1)
+    ran = any(
+        activity_id == b.activity_id
+        and attempt > killed
+        and workflow_id.startswith(outcome.workflow_id)  # its run: the root's, or a child's
+        for workflow_id, activity_id, attempt in outcome.started
+    )
+    return RAN_AGAIN if ran else NOT_RETRIED
 
 
 class Runner:
@@ -74,7 +98,8 @@ class Runner:
                 raise CrashTestAborted(f"the reference run (no crash) failed: {err}") from None
             assert run.handle is not None
             tree = read_tree(await self.session.histories(run.handle), run.served)
-            tree = tree.with_effects(list(run.effects))
+            tree = tree.with_effects(list(run.effects)).with_unseen(list(run.unseen))
+            tree = tree.with_completions(list(run.completions))
             if not (marks := timeouts_without_a_kill(tree.runs) + len(run.overran)):
                 break
             # A timeout no kill caused: on a loaded machine, a live worker's heartbeat came late
@@ -102,11 +127,24 @@ class Runner:
         started = time.monotonic()
         crash_at = point.crash_at if point else "none"
         outcome, error = await self._outcome(point, reference)
+        if isinstance(error, NotReached):
+            return Cell(
+                workflow_id=outcome.workflow_id,
+                crash_at=crash_at,
+                activity=point.label if point else "",
+                matches=True,
+                observed=None,
+                diff=None,
+                recovery_s=None,
+                seconds=round(time.monotonic() - started, 2),
+                not_reached=str(error),
+            )
         try:
             observed = await self.observe(outcome.workflow_id)
         except CrashTestAborted as err:
             observed, error = None, error or str(err)
         await self._keep_timeline(outcome, reference)
+        error = None if error is None else str(error)
         diff = error or reference.differs(outcome.end, observed)
         labels = reference.labels()
         return Cell(
@@ -123,12 +161,14 @@ class Runner:
             in_flight=[labels.get(where, where) for where in outcome.in_flight],
             crashes=outcome.crashes,
             fast_forward=list(outcome.fast_forward),
+            retry=_retry(point, outcome) if diff else "",
         )
 
     async def _outcome(
         self, point: CellPoint | None, reference: Reference
-    ) -> tuple[Outcome, str | None]:
-        """The cell's run, and why it could not be run as designed (None: it could)."""
+    ) -> tuple[Outcome, str | CellFailed | None]:
+        """The cell's run, and why it could not be run as designed (None: it could; a
+        `NotReached`: its point was never reached, no verdict)."""
         what = re.sub(r"[^\w-]", "-", point.crash_at if point else "none")
         used: list[str] = []
         ids = self._workflow_ids(what, used)
@@ -144,7 +184,9 @@ class Runner:
             )
         except CellFailed as err:
             partial = err.partial if isinstance(err.partial, Outcome) else None
-            return partial or Outcome(workflow_id=used[-1]), str(err)
+            return partial or Outcome(workflow_id=used[-1]), (
+                err if isinstance(err, NotReached) else str(err)
+            )
         if outcome.recovery.unexplained:
             return outcome, (
                 f"after {LOADED_RERUNS} runs, each still had an activity attempt or a workflow "

@@ -9,7 +9,11 @@ attempt, `{"event": "overran", "workflow_id": ..., "activity_id": ..., "activity
 runs on it (a timeout ended that one on a live worker), `{"event": "task_failed", "run_id": ...,
 "message": ..., "at": ...}` as a workflow task fails on it (see `_task_failures`), `{"event":
 "effect", "root": ..., "scope": ..., "position": ..., "attempt": ..., "what": ...}` as an
-activity says it made an effect (`_effects`), and `{"event": "crash", "in_flight": [...],
+activity says it made an effect (`_effects`), `{"event": "unseen", ...}` (the same facts) as it
+makes one no crash point can follow (`_effects.unseen`), `{"event": "completes_later", "root": ...,
+"scope": ..., "position": ..., "attempt": ..., "seen": ...}` as an activity hands its attempt to
+be completed later by a client (`seen` false), and as the worker's client completes it (`seen`
+true), and `{"event": "crash", "in_flight": [...],
 "attempts": [...]}` just before it SIGKILLs itself. One writer a FIFO, its writes one at a time (a
 log record may come from a thread of the SDK's), so lines never interleave, whatever their
 length.
@@ -39,6 +43,8 @@ class Status(Protocol):
     started: set[tuple[str, str, int]]
     overran: list[dict[str, Any]]
     effects: list[dict[str, Any]]
+    unseen: list[dict[str, Any]]
+    completions: list[dict[str, Any]]
     task_failures: dict[str, tuple[float, str]]
 
     def drain(self) -> None: ...
@@ -78,6 +84,8 @@ class WorkerStatus:
         self.started: set[tuple[str, str, int]] = set()  # (workflow id, activity id, attempt)
         self.overran: list[dict[str, Any]] = []  # each "overran" event, in order
         self.effects: list[dict[str, Any]] = []  # each "effect" event, in order
+        self.unseen: list[dict[str, Any]] = []  # each "unseen" event, in order
+        self.completions: list[dict[str, Any]] = []  # each "completes_later" event, in order
         # run id -> its latest failed workflow task: when (the worker's clock), and why
         self.task_failures: dict[str, tuple[float, str]] = {}
 
@@ -124,6 +132,10 @@ class WorkerStatus:
             self.started.add((str(where[0]), str(where[1]), int(where[2] or 0)))
         elif event == "effect":
             self.effects.append(message)
+        elif event == "unseen":
+            self.unseen.append(message)
+        elif event == "completes_later":
+            self.completions.append(message)
         elif event == "overran":
             self.overran.append(message)
         elif event == "task_failed":

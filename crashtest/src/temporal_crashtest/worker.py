@@ -27,8 +27,10 @@ from temporalio.worker import Worker
 
 from temporal_crashtest._commits import install as watch_commits
 from temporal_crashtest._connect import connect
+from temporal_crashtest._effects import follow_into_threads
 from temporal_crashtest._errors import CrashPointError, InputError, ServerUnreachable
 from temporal_crashtest._exits import EXIT_BAD_INPUT, exit_now
+from temporal_crashtest._http import install as watch_requests
 from temporal_crashtest._interceptor import CrashInterceptor, CrashSite
 from temporal_crashtest._loading import call, load_callable, load_data_converter, load_plugins
 from temporal_crashtest._observers.in_worker import install_all
@@ -87,9 +89,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def watch_effects() -> None:
+    """Every effect an activity makes, a crash point (`effect:N.K`): its committed database
+    writes and its answered HTTP requests, in whatever thread it hands them to; before the
+    user's code imports a library's names."""
+    watch_commits()
+    watch_requests()
+    follow_into_threads()
+
+
 async def serve(args: argparse.Namespace) -> int:
     point = CrashSite.parse(args.crash_at) if args.crash_at else None
-    watch_commits()  # before the user's code imports a database library's names
+    watch_effects()
     factory = load_callable(args.worker, "--worker")
     converter = load_data_converter(args.data_converter)
     task_timeout = timedelta(seconds=args.task_timeout_s) if args.task_timeout_s else None

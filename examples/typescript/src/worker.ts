@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import * as notes from './activities';
 import * as payments from './payments';
 import * as agent from './agent';
+import * as saga from './saga';
 import { VERSIONS } from './versions';
 
 async function main(): Promise<void> {
@@ -23,6 +24,10 @@ async function main(): Promise<void> {
     call_model: agent.call_model,
     place_order: agent.place_order,
     send_message: agent.send_message,
+    add_address: saga.add_address,
+    add_client: saga.add_client,
+    add_bank_account: saga.add_bank_account,
+    undo: saga.undo,
   });
 }
 

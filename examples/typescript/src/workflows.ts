@@ -6,6 +6,7 @@ import { continueAsNew, executeChild, proxyActivities, workflowInfo } from '@tem
 import type * as activities from './activities';
 import type * as payments from './payments';
 import type * as agent from './agent';
+import type * as saga from './saga';
 import type { Charge, PaymentRequest } from './payment-types';
 
 const { writeNote, writeNoteIn } = proxyActivities<typeof activities>({
@@ -78,4 +79,33 @@ export async function OrderAgent(item: string): Promise<string> {
     }
   }
   return 'the model kept calling tools';
+}
+
+// Temporal's saga sample (examples/shapes/saga.py's OpenAccount, with its options): the bank
+// account fails on every attempt until its 2.5 s window closes; then undo, in reverse order.
+const steps = proxyActivities<typeof saga>({
+  startToCloseTimeout: '30 seconds',
+  heartbeatTimeout: '2 seconds',
+  retry: { initialInterval: '200 milliseconds', maximumAttempts: 5 },
+});
+const { add_bank_account } = proxyActivities<typeof saga>({
+  startToCloseTimeout: '1 second',
+  scheduleToCloseTimeout: '2.5 seconds',
+  retry: { initialInterval: '200 milliseconds', backoffCoefficient: 4 },
+});
+
+export async function OpenAccount(account: string): Promise<void> {
+  const done: string[] = [];
+  try {
+    await steps.add_address(account);
+    done.unshift(`address of ${account}`);
+    await steps.add_client(account);
+    done.unshift(`client of ${account}`);
+    await add_bank_account(account);
+  } catch (err) {
+    for (const what of done) {
+      await steps.undo(what);
+    }
+    throw err;
+  }
 }

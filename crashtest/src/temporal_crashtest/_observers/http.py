@@ -3,11 +3,12 @@
 Most agent tools take their effects through HTTP (payments, mail, chat, tickets), and every model
 call is an HTTP request that costs money. Given `CrashTestOptions.http` (`--http` on the command
 line), every worker process of the crash test records each effectful request it sends — through
-httpx, requests or aiohttp; not GET, HEAD or OPTIONS — in one file, *before*
-the request goes out, so a worker killed the moment after sending has it recorded: its method,
-host and path (segments that look like ids or tokens masked), a digest of its `Idempotency-Key`
-header (or the one configured), a digest of its body, the root workflow of the run it was sent
-for and the boundary (activity) that sent it. No header value, query value or body is written.
+every library `_http` watches (httpx, aiohttp, urllib3 and requests, http.client and
+urllib.request); not GET, HEAD or OPTIONS — in one file, *before* the request goes out, so a
+worker killed the moment after sending has it recorded: its method, host and path (ids and
+tokens masked, `_http.urls`), a digest of its `Idempotency-Key` header (or the one configured),
+a digest of its body, the root workflow of the run it was sent for and the boundary (activity)
+that sent it. No header value, query value or body is written.
 
 The observed state of a run is what the receivers saw, counted: per `METHOD host/path`, each
 request without a key once, and each key once however often it was sent (the receiver refuses a
@@ -16,34 +17,34 @@ killed after a request and before its activity's completion was recorded sends i
 with the same key, the state is the reference's; without one, a count is one higher, the
 duplicate the crash test reports.
 
-Each effectful request, once answered, is also an effect of the activity that sent it
-(`_effects.effect`): a crash point inside the activity (`effect:N.K`), where a model call is paid
-again and an unkeyed request sent again.
+Each effectful request, once answered, is also an effect of the activity that sent it: a crash
+point inside the activity (`effect:N.K`), where a model call is paid again and an unkeyed
+request sent again — with or without this observer (`_http`).
 """
 
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import contextlib
 import contextvars
 import hashlib
-import importlib
 import json
 import os
 import re
-import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from temporalio import activity
 
-from temporal_crashtest._effects import effect
+from temporal_crashtest._effects import follow_into_threads
 from temporal_crashtest._errors import InputError
+from temporal_crashtest._http import install as watch_requests
+from temporal_crashtest._http.sending import effectful, listen
+from temporal_crashtest._http.urls import target_of
 from temporal_crashtest._observers import Add, Kind
 
 ENV = "CRASHTEST_HTTP"  # the recorder's settings, as JSON, in each worker process's environment
@@ -59,21 +60,6 @@ DEFAULT_PAID = (
     "api.cohere.com",
     "api.deepseek.com",
     "openrouter.ai",
-)
-UNEFFECTFUL = frozenset({"GET", "HEAD", "OPTIONS"})
-# What in a path or host name is an id or a token, masked as `:id` so that runs compare (ids
-# differ per run) and a token in a URL (a bot's, a webhook's, a session's) is written nowhere. A
-# path segment's parameters (`;jsessionid=...`) and a `name=value` segment's value are masked
-# whatever they hold; a segment (percent-decoded) or a host label is masked when it is 8 or more
-# characters with 3 digits or more, 24 or more, 12 or more with `+`, `/`, `=` or `%` (base64,
-# an encoded token), 16 or more mixing upper case, lower case and digits, or begins as
-# well-known secrets do (`sk-`, `ghp_`, `xoxb-`, ...). `httpx2-async`, `completions`,
-# `sendMessage`, `api.openai.com` and `127.0.0.1` stay.
-_ID_LIKE = re.compile(
-    r"^(?:(?=(?:\D*\d){3}).{8,}|.{24,}|(?=.*[+/=%]).{12,}"
-    r"|(?=.*[a-z])(?=.*[A-Z])(?=.*\d).{16,}"
-    r"|(?:sk|pk|rk|whsec|ghp|gho|ghs|ghu|github_pat|glpat|xox[abpr]|AKIA|AIza|ya29)[-_.].*"
-    r"|AKIA.{12,}|AIza.{12,})$"
 )
 
 
@@ -112,7 +98,7 @@ class HttpObserver:
         if self.methods:
             if method.upper() not in {m.upper() for m in self.methods}:
                 return False
-        elif method.upper() in UNEFFECTFUL:
+        elif not effectful(method):
             return False
         return not self.hosts or _host_matches(netloc, self.hosts)
 
@@ -210,32 +196,17 @@ def _sender() -> Sender | None:
     return None
 
 
-def digest(data: bytes | str | None) -> str | None:
+def digest(data: object) -> str | None:
+    """A digest of a header's value or a body (a stream's: of its presence only)."""
     if data is None:
         return None
-    raw = data.encode() if isinstance(data, str) else data
+    if isinstance(data, str):
+        raw = data.encode(errors="surrogatepass")
+    elif isinstance(data, bytes | bytearray | memoryview):
+        raw = bytes(data)
+    else:  # a file, a generator, an iterable of chunks: not read here
+        raw = b"<stream>"
     return hashlib.sha256(raw).hexdigest()[:12]
-
-
-def masked_path(path: str) -> str:
-    """The path with every id- or token-like segment, parameter and value masked."""
-    return "/".join(_masked_segment(p) for p in path.split("/")) or "/"
-
-
-def _masked_segment(segment: str) -> str:
-    name, parameters = segment.partition(";")[::2]
-    if parameters:  # `/cart;jsessionid=...`: a path parameter holds a session, a token
-        return f"{_masked_segment(name)};:id"
-    if _ID_LIKE.match(name) or _ID_LIKE.match(unquote(name)):
-        return ":id"
-    if "=" in name:  # `/key=...`: a value named in the path
-        return f"{name.partition('=')[0]}=:id"
-    return name
-
-
-def masked_host(host: str) -> str:
-    """The host name with every id- or token-like label masked (`<token>.hooks.example`)."""
-    return ".".join(":id" if _ID_LIKE.match(label) else label for label in host.split("."))
 
 
 @dataclass
@@ -250,9 +221,8 @@ class _Recorder:
         url: str,
         headers: Mapping[str, str] | Iterable[tuple[str, str]] | None,
         body: bytes | str | None,
-    ) -> str | None:
-        """Record the request if it is an effect; its name as an effect (`METHOD host/path`,
-        masked), to be said once it is answered (`_effects`), or None."""
+    ) -> None:
+        """Record the request if it is an effect the observer watches."""
         parts = urlsplit(url)
         netloc = parts.hostname or ""
         with contextlib.suppress(ValueError):  # a port out of range: no port
@@ -260,7 +230,7 @@ class _Recorder:
                 netloc += f":{parts.port}"
         observer = self.settings.observer
         if not observer.effectful(method, netloc):
-            return None
+            return
         sender = _sender()
         path = parts.path or "/"
         row = {
@@ -269,7 +239,7 @@ class _Recorder:
             "attempt": sender.attempt if sender else None,
             "library": library,
             "method": method.upper(),
-            "target": f"{masked_host(netloc)}{masked_path(path)}",
+            "target": target_of(url),
             "key": digest(_header(headers, observer.key_header)),
             "body": digest(body),
             "paid": observer.is_paid(netloc, path),
@@ -282,7 +252,6 @@ class _Recorder:
         # right after the send cannot lose it (only the machine's crash could: no fsync, which
         # cost ~2 ms a request).
         os.write(self._fd, (json.dumps(row) + "\n").encode())
-        return f"{row['method']} {row['target']}"
 
 
 def _header(headers: Mapping[str, str] | Iterable[tuple[str, str]] | None, name: str) -> str | None:
@@ -297,145 +266,15 @@ def _header(headers: Mapping[str, str] | Iterable[tuple[str, str]] | None, name:
     return None
 
 
-_PATCHED = "_crashtest_http_patched"
-
-
 def install_from_env(environ: Mapping[str, str] = os.environ) -> bool:
     """In a worker process: record for the settings in the environment, if any. True if so."""
     settings = _Settings.from_env(environ)
     if settings is None:
         return False
-    recorder = _Recorder(settings)
-    for patch in (_patch_httpx, _patch_requests, _patch_aiohttp):
-        patch(recorder.record)
-    _carry_the_sender_into_threads()
+    watch_requests()  # in a crash test's worker already; here for a process of one's own
+    follow_into_threads()
+    listen(_Recorder(settings).record)
     return True
-
-
-def _carry_the_sender_into_threads() -> None:
-    """Work an activity hands to a thread (`loop.run_in_executor`, any `ThreadPoolExecutor`, a
-    `threading.Thread` it starts) runs in a copy of the activity's context, so a request sent
-    there is the activity's: context variables cross neither by themselves (only
-    `asyncio.to_thread` copies them). Only where a sender is set: other threads are untouched."""
-    executor = concurrent.futures.ThreadPoolExecutor
-    if getattr(executor, _PATCHED, False):
-        return
-    submit, start = executor.submit, threading.Thread.start
-
-    def submit_in_context(self: Any, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        if SENDER.get(None) is None:
-            return submit(self, fn, *args, **kwargs)
-        return submit(self, contextvars.copy_context().run, fn, *args, **kwargs)
-
-    def start_in_context(self: threading.Thread) -> None:
-        if SENDER.get(None) is not None:
-            context, run = contextvars.copy_context(), self.run
-            self.run = lambda: context.run(run)  # type: ignore[method-assign]
-        start(self)
-
-    executor.submit = submit_in_context  # type: ignore[method-assign]
-    threading.Thread.start = start_in_context  # type: ignore[method-assign]
-    setattr(executor, _PATCHED, True)
-
-
-Record = Callable[[str, str, str, Any, Any], str | None]  # the effect's name, if it is one
-
-
-def _answered(response: Any, said: str | None) -> Any:
-    """An effectful request was answered: an effect of the running activity (`effect:N.K`: a
-    worker armed there dies now, before the activity reads the answer)."""
-    if said is not None:
-        effect(said)
-    return response
-
-
-def _patch_httpx(record: Record) -> None:
-    for name in ("httpx", "httpx2"):  # httpx2: the fork openai's client uses
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        _patch_httpx_module(module, name, record)
-
-
-def _httpx_body(request: Any) -> bytes | None:
-    try:
-        return bytes(request.content)
-    except Exception:  # a streamed body not read yet: only its presence is known
-        return b"<stream>"
-
-
-def _patch_httpx_module(module: Any, name: str, record: Record) -> None:
-    sync_cls, async_cls = module.Client, module.AsyncClient
-    if getattr(sync_cls, _PATCHED, False):
-        return
-    sync_send, async_send = sync_cls.send, async_cls.send
-
-    def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
-        said = record(
-            name, request.method, str(request.url), request.headers.raw, _httpx_body(request)
-        )
-        return _answered(sync_send(self, request, *args, **kwargs), said)
-
-    async def asend(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
-        said = record(
-            name, request.method, str(request.url), request.headers.raw, _httpx_body(request)
-        )
-        return _answered(await async_send(self, request, *args, **kwargs), said)
-
-    sync_cls.send, async_cls.send = send, asend
-    setattr(sync_cls, _PATCHED, True)
-
-
-def _patch_requests(record: Record) -> None:
-    try:
-        session = importlib.import_module("requests").Session
-    except ImportError:
-        return
-    if getattr(session, _PATCHED, False):
-        return
-    original = session.send
-
-    def send(self: Any, request: Any, **kwargs: Any) -> Any:
-        body = request.body if isinstance(request.body, bytes | str | None) else b"<stream>"
-        said = record("requests", request.method or "GET", request.url or "", request.headers, body)
-        return _answered(original(self, request, **kwargs), said)
-
-    session.send = send
-    setattr(session, _PATCHED, True)
-
-
-def _aiohttp_body(kwargs: Mapping[str, Any]) -> bytes | str | None:
-    if kwargs.get("json") is not None:
-        return json.dumps(kwargs["json"], sort_keys=True)
-    data = kwargs.get("data")
-    if data is None or isinstance(data, bytes | str):
-        return data
-    return b"<stream>"
-
-
-def _patch_aiohttp(record: Record) -> None:
-    try:
-        session = importlib.import_module("aiohttp").ClientSession
-    except ImportError:
-        return
-    original = getattr(session, "_request", None)  # not public (aiohttp 3.x); absent: no patch
-    if original is None or getattr(session, _PATCHED, False):
-        return
-
-    async def request(self: Any, method: str, str_or_url: Any, **kwargs: Any) -> Any:
-        url = str(str_or_url)
-        build = getattr(self, "_build_url", None)
-        if callable(build):
-            with contextlib.suppress(Exception):
-                url = str(build(str_or_url))
-        headers = dict(self.headers)
-        headers.update(kwargs.get("headers") or {})
-        said = record("aiohttp", method, url, headers, _aiohttp_body(kwargs))
-        return _answered(await original(self, method, str_or_url, **kwargs), said)
-
-    session._request = request
-    setattr(session, _PATCHED, True)
 
 
 # --- In the crash test: the observed state ------------------------------------------------------
@@ -528,8 +367,9 @@ def _add_flags(add: Add) -> None:
         const="",
         metavar="HOST[,HOST...]",
         help="the HTTP observer: record the effectful requests (not GET, HEAD, OPTIONS) the "
-        "workers send through httpx, requests or aiohttp, to these hosts (none named: every "
-        "host), before each is sent; a repeat with the same idempotency key counts once",
+        "workers send (httpx, aiohttp, requests, urllib3, urllib.request, http.client) to "
+        "these hosts (none named: every host), before each is sent; a repeat with the same "
+        "idempotency key counts once",
     )
     add(
         "--http-key-header",

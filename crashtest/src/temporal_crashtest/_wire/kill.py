@@ -11,14 +11,17 @@ import contextlib
 import json
 import os
 import signal
+from datetime import UTC, datetime
 
 from temporalio.api.command.v1 import Command
 from temporalio.api.enums.v1 import CommandType
 from temporalio.api.workflowservice.v1 import (
+    RespondActivityTaskFailedByIdRequest,
     RespondActivityTaskFailedRequest,
     RespondWorkflowTaskCompletedRequest,
 )
 
+from temporal_crashtest._attempt_end import REPORT_LATE, failure_retried
 from temporal_crashtest._history import LOCAL_ACTIVITY_MARKER
 from temporal_crashtest._interceptor import CrashSite
 from temporal_crashtest._points import Moment
@@ -124,9 +127,11 @@ class KillAtSite(WireStatus):
                 return None
             commands, where = done.commands, None
             if site.moment is Moment.IN_TASK and not site.local:
-                if any(_schedules(c, site.activity_id) for c in commands):
+                if any(_schedules(c, site.activity_id, site.activity_type) for c in commands):
                     where = f"the workflow task scheduling activity {site.activity_id}"
-            elif site.local and any(_records(c, site.activity_id) for c in commands):
+            elif site.local and any(
+                _records(c, site.activity_id, site.activity_type) for c in commands
+            ):
                 where = f"the workflow task recording local activity {site.activity_id}"
             run_id = self.runs.get(done.task_token, "")
             return where if where and await self._in_scope(workflow_id, run_id) else None
@@ -135,11 +140,13 @@ class KillAtSite(WireStatus):
         end = self.end_of(method, request)
         if end is None or end.task.activity_id != site.activity_id:
             return None
+        if site.activity_type not in ("", end.task.activity_type):
+            return None  # the run went another way: another activity has that id
         if not await self._in_scope(end.task.workflow_id, end.task.run_id):
             return None
         if end.how == "completed":
             return f"activity {site.activity_id}'s completion"
-        if end.how == "failed" and _for_good(end.task, request):
+        if end.how == "failed" and _for_good(end.task, method, request):
             return f"activity {site.activity_id}'s failure for good"
         return None
 
@@ -152,15 +159,18 @@ class KillAtSite(WireStatus):
         return await self.scopes.of(workflow_id, run_id) == self.site.scope
 
 
-def _schedules(command: Command, activity_id: str) -> bool:
+def _schedules(command: Command, activity_id: str, activity_type: str) -> bool:
+    attributes = command.schedule_activity_task_command_attributes
     return (
         command.command_type == CommandType.COMMAND_TYPE_SCHEDULE_ACTIVITY_TASK
-        and command.schedule_activity_task_command_attributes.activity_id == activity_id
+        and attributes.activity_id == activity_id
+        and activity_type in ("", attributes.activity_type.name)
     )
 
 
-def _records(command: Command, activity_id: str) -> bool:
-    """Whether `command` records the marker of local activity `activity_id`."""
+def _records(command: Command, activity_id: str, activity_type: str) -> bool:
+    """Whether `command` records the marker of local activity `activity_id` (of type
+    `activity_type`, if given)."""
     if command.command_type != CommandType.COMMAND_TYPE_RECORD_MARKER:
         return False
     marker = command.record_marker_command_attributes
@@ -170,25 +180,52 @@ def _records(command: Command, activity_id: str) -> bool:
         data = json.loads(marker.details["data"].payloads[0].data)
     except (KeyError, IndexError, ValueError):
         return False
-    return str(data.get("activity_id", "")) == activity_id
+    return str(data.get("activity_id", "")) == activity_id and activity_type in (
+        "",
+        str(data.get("activity_type", activity_type)),
+    )
 
 
-def _for_good(task: ActivityTask, request: bytes) -> bool:
-    """Whether a failure ends the activity: not retryable, or its retry policy's last
-    attempt."""
-    failure = RespondActivityTaskFailedRequest.FromString(request).failure
+def _for_good(task: ActivityTask, method: str, request: bytes) -> bool:
+    """Whether a failure ends the activity: not retryable, or no attempt follows it under its
+    retry policy (`_attempt_end.failure_retried`, as the interceptor decides in a Python
+    worker): its last attempt, or no time left before its schedule-to-close deadline."""
+    failure = (
+        (
+            RespondActivityTaskFailedByIdRequest
+            if method.endswith("ById")
+            else RespondActivityTaskFailedRequest
+        )
+        .FromString(request)
+        .failure
+    )
     info = failure.application_failure_info
-    if failure.HasField("application_failure_info") and (
-        info.non_retryable or info.type in task.non_retryable
-    ):
-        return True
-    return 0 < task.maximum_attempts <= task.attempt
+    backoff = task.backoff
+    if failure.HasField("application_failure_info"):
+        if info.non_retryable or info.type in task.non_retryable:
+            return True
+        if info.HasField("next_retry_delay"):
+            backoff = info.next_retry_delay.ToTimedelta()
+    return not failure_retried(
+        attempt=task.attempt,
+        maximum_attempts=task.maximum_attempts,
+        backoff=backoff,
+        deadline=task.deadline,
+        now=datetime.now(UTC) + REPORT_LATE,
+    )
+
+
+INSIDE_OFF_THE_WIRE = (
+    "the effects an activity makes between its calls to the server (a commit, a request) are "
+    "seen inside a Python worker crash-tested in process (--worker MODULE:FACTORY) only: the "
+    "wire carries the worker's calls to the server, not what it does between them"
+)
 
 
 def off_the_wire(site: CrashSite) -> str | None:
     """Why a kill on the wire cannot make `site`'s moment (None: it can)."""
     if site.moment.kills_at_an_effect:
-        return "an effect inside an activity is seen inside a Python worker only"
+        return INSIDE_OFF_THE_WIRE
     if site.moment is Moment.IN_TASK and site.local:
         return (
             "a local activity is scheduled by no command on the wire: in-task at one is a "

@@ -54,6 +54,8 @@ class WireStatus(WireTasks):
         self.started: set[tuple[str, str, int]] = set()  # (workflow id, activity id, attempt)
         self.overran: list[dict[str, Any]] = []
         self.effects: list[dict[str, Any]] = []  # never any: see above
+        self.unseen: list[dict[str, Any]] = []  # never any
+        self.completions: list[dict[str, Any]] = []  # never any: the wire sees the completion
         self.task_failures: dict[str, tuple[float, str]] = {}  # run id -> (when, why)
         self._go = asyncio.Event()
         if not warm:

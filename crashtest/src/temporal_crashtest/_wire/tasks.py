@@ -12,18 +12,23 @@ workflow task's, which an SDK keeps to itself, included)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 from temporalio.api.workflowservice.v1 import (
     PollActivityTaskQueueResponse,
     PollWorkflowTaskQueueResponse,
+    RespondActivityTaskCanceledByIdRequest,
     RespondActivityTaskCanceledRequest,
+    RespondActivityTaskCompletedByIdRequest,
     RespondActivityTaskCompletedRequest,
+    RespondActivityTaskFailedByIdRequest,
     RespondActivityTaskFailedRequest,
     RespondWorkflowTaskCompletedRequest,
     RespondWorkflowTaskCompletedResponse,
     RespondWorkflowTaskFailedRequest,
 )
 
+from temporal_crashtest._attempt_end import backoff_after
 from temporal_crashtest._wire.watch import Watcher
 
 SERVICE = "/temporal.api.workflowservice.v1.WorkflowService/"
@@ -38,11 +43,28 @@ _End = (
     | RespondActivityTaskFailedRequest
     | RespondActivityTaskCanceledRequest
 )
-# How a worker ends an activity task, and the request that says it (each carries its token).
+_EndById = (
+    RespondActivityTaskCompletedByIdRequest
+    | RespondActivityTaskFailedByIdRequest
+    | RespondActivityTaskCanceledByIdRequest
+)
+# How a worker ends an activity task, and the request that says it: by its token, or (an
+# activity completed later, by a client: `complete()` given its ids) by workflow and activity id.
 ENDS: dict[str, tuple[str, type[_End]]] = {
     SERVICE + "RespondActivityTaskCompleted": ("completed", RespondActivityTaskCompletedRequest),
     SERVICE + "RespondActivityTaskFailed": ("failed", RespondActivityTaskFailedRequest),
     SERVICE + "RespondActivityTaskCanceled": ("canceled", RespondActivityTaskCanceledRequest),
+}
+ENDS_BY_ID: dict[str, tuple[str, type[_EndById]]] = {
+    SERVICE + "RespondActivityTaskCompletedById": (
+        "completed",
+        RespondActivityTaskCompletedByIdRequest,
+    ),
+    SERVICE + "RespondActivityTaskFailedById": ("failed", RespondActivityTaskFailedByIdRequest),
+    SERVICE + "RespondActivityTaskCanceledById": (
+        "canceled",
+        RespondActivityTaskCanceledByIdRequest,
+    ),
 }
 
 
@@ -58,6 +80,8 @@ class ActivityTask:
     attempt: int
     maximum_attempts: int = 0  # its retry policy's (0: unlimited)
     non_retryable: tuple[str, ...] = ()  # its retry policy's error types that end it
+    deadline: datetime | None = None  # when its schedule-to-close timeout expires
+    backoff: timedelta = timedelta(seconds=1)  # its retry policy's interval after this attempt
 
 
 @dataclass(frozen=True)
@@ -81,14 +105,25 @@ class WireTasks(Watcher):
         self.runs: dict[bytes, str] = {}
 
     def end_of(self, method: str, request: bytes) -> TaskEnd | None:
-        """The end of a task a worker's request says (None: not an end, or a token not seen)."""
+        """The end of a task a worker's request says (None: not an end, or a task not seen)."""
         end = ENDS.get(method)
-        if end is None:
+        if end is not None:
+            how, kind = end
+            said = kind.FromString(request)
+            task = self.handed.get(said.task_token)
+            return None if task is None else TaskEnd(task, how, said.identity)
+        by_id = ENDS_BY_ID.get(method)
+        if by_id is None:
             return None
-        how, kind = end
-        said = kind.FromString(request)
-        task = self.handed.get(said.task_token)
-        return None if task is None else TaskEnd(task, how, said.identity)
+        how, kind_by_id = by_id
+        named = kind_by_id.FromString(request)
+        latest = [  # the attempt handed out last (a dict keeps the order they came in)
+            t
+            for t in self.handed.values()
+            if (t.workflow_id, t.activity_id) == (named.workflow_id, named.activity_id)
+            and named.run_id in ("", t.run_id)
+        ]
+        return TaskEnd(latest[-1], how, named.identity) if latest else None
 
     async def after(self, method: str, request: bytes, response: bytes) -> None:
         if method == POLL_ACTIVITY:
@@ -118,6 +153,9 @@ class WireTasks(Watcher):
     def hand(self, answer: PollActivityTaskQueueResponse) -> None:
         """An activity task handed out (an empty answer: none)."""
         if answer.task_token:  # an empty answer: the long poll ended with no task
+            policy = answer.retry_policy
+            s2c = answer.schedule_to_close_timeout.ToTimedelta()
+            scheduled = answer.scheduled_time.ToDatetime(tzinfo=UTC)
             self.handed[answer.task_token] = ActivityTask(
                 token=answer.task_token,
                 workflow_id=answer.workflow_execution.workflow_id,
@@ -125,6 +163,13 @@ class WireTasks(Watcher):
                 activity_id=answer.activity_id,
                 activity_type=answer.activity_type.name,
                 attempt=answer.attempt,
-                maximum_attempts=answer.retry_policy.maximum_attempts,
-                non_retryable=tuple(answer.retry_policy.non_retryable_error_types),
+                maximum_attempts=policy.maximum_attempts,
+                non_retryable=tuple(policy.non_retryable_error_types),
+                deadline=scheduled + s2c if s2c and answer.HasField("scheduled_time") else None,
+                backoff=backoff_after(
+                    answer.attempt,
+                    policy.initial_interval.ToTimedelta() or None,
+                    policy.backoff_coefficient,
+                    policy.maximum_interval.ToTimedelta() or None,
+                ),
             )
