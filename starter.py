@@ -31,7 +31,7 @@ from agent.grocer import Grocer, configured_grocer
 from agent.llm import forget_recorded_answers
 from agent.outcome import read_run_state
 from infra.blocked import WHAT_TO_DO, why_blocked
-from infra.cli import run_main, visible
+from infra.cli import ArgumentParser, run_main, visible
 from infra.config import task_queue
 from infra.db import connect_postgres, ensure_database_url, ensure_schema
 from infra.errors import AgentError, ConfigError, DatabaseUnavailable, RunBlocked, first_line
@@ -59,7 +59,7 @@ def workflow_id_for(household: str, week: str) -> str:
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python starter.py", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="python starter.py", description=__doc__.splitlines()[0])
     parser.add_argument("--household", default="household-1")
     parser.add_argument("--week", default=None, help="ISO week like 2026-W49 (default: this week)")
     parser.add_argument("--workflow-id", default=None, help="override the business id")

@@ -28,7 +28,7 @@ from activities.grocery import HEARTBEAT_EVERY_S, GroceryActivities, KeyStrategy
 from agent.grocer import Grocer, configured_grocer, grocer_from_env
 from agent.llm import model_from_env
 from infra.blocked import report_blocked_runs
-from infra.cli import run_main
+from infra.cli import ArgumentParser, run_main
 from infra.config import env_port, env_str, task_queue
 from infra.db import ensure_database_url, ensure_schema, open_pool
 from infra.errors import ConfigError
@@ -155,4 +155,7 @@ async def main(interceptors: Sequence[Interceptor] = ()) -> int:
 
 
 if __name__ == "__main__":
+    # It takes no argument (its settings come from the environment): one given is a mistake,
+    # said in one line, not a worker started as if it were not there.
+    ArgumentParser(prog="python worker.py", description=__doc__.splitlines()[0]).parse_args()
     run_main(main())

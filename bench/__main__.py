@@ -30,7 +30,7 @@ from bench.sdk_metrics import mean_latencies_ms, runtime_with_metrics
 from bench.stats import Figure
 from bench.temporal import measure_temporal
 from bench.throughput import journal_throughput_in_child, temporal_throughput
-from infra.cli import run_main
+from infra.cli import ArgumentParser, run_main
 from infra.config import PROJECT_ROOT, data_dir
 from infra.db import connect_postgres, ensure_database_url, ensure_schema, open_pool
 from infra.metrics import EFFECTS_LOGGER
@@ -41,7 +41,7 @@ from journal.crash_points import without_crash_at
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="write the figures as JSON here")
     parser.add_argument("--quick", action="store_true", help="few samples: a smoke run")
     parser.add_argument("-n", type=int, default=None, help="samples per Postgres figure (2000)")

@@ -11,7 +11,7 @@ from pathlib import Path
 from crashlab.cells import select_cells
 from crashlab.engines import ALL, CHAOS_DEFAULT, ENGINES, all_cells, engine_named
 from crashlab.matrix import matrix_jobs, run_matrix
-from infra.cli import run_main
+from infra.cli import ArgumentParser, run_main
 
 
 def split(text: str | None) -> list[str] | None:
@@ -19,7 +19,7 @@ def split(text: str | None) -> list[str] | None:
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m crashlab", description=__doc__)
+    parser = ArgumentParser(prog="python -m crashlab", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     matrix = sub.add_parser("matrix", help="every design at every crash point")
     deploys = sub.add_parser("deploys", help="runs in flight across the agent's deploys")

@@ -47,7 +47,7 @@ from dbos_agent.agent import (
 )
 from dbos_agent.executors import HeldExecutor, hold_executor
 from dbos_agent.outages import count_missing_socket_as_outage, through_outage
-from infra.cli import run_main, visible
+from infra.cli import ArgumentParser, run_main, visible
 from infra.config import env_number
 from infra.db import connect_postgres, ensure_database_url, ensure_schema, open_pool
 from infra.errors import AgentError, first_line
@@ -105,9 +105,7 @@ class _OneLine(logging.Filter):
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m dbos_agent", description=__doc__.splitlines()[0]
-    )
+    parser = ArgumentParser(prog="python -m dbos_agent", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run (or recover) one agent run")
     executor = "this process's name to DBOS, held while it runs (default: the first free "

@@ -24,7 +24,7 @@ from grocer.app import make_app
 from grocer.faults import Faults
 from grocer.listener import HttpLimits, listen
 from grocer.store import Store
-from infra.cli import run_main
+from infra.cli import ArgumentParser, run_main
 from infra.config import grocer_key_ttl_s
 from infra.db import ensure_database_url, open_pool
 from infra.errors import ConfigError
@@ -34,7 +34,7 @@ DEFAULT_PORT = 8300
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m grocer", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="python -m grocer", description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)
     parser.add_argument(

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from infra.cli import ArgumentParser
+
 
 async def stop() -> int:
     from infra.config import data_dir
@@ -72,7 +74,7 @@ def temporal_address() -> int:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(prog="python -m infra", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="python -m infra", description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["stop", "temporal-address", "blocked"])
     parser.add_argument(
         "--limit", type=_limit, default=10_000, help="blocked: look at most at N running runs"

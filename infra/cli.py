@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import atexit
 import logging
@@ -29,6 +30,15 @@ def visible(text: str) -> str:
     if out.startswith("::"):
         out = "\\x3a" + out[1:]
     return out.replace("##[", "#\\x23[")
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's, whose error line shows the arguments it names as text (`visible`): an
+    argument it does not know is the user's, and may hold an escape code."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_EXPECTED_FAILURE, f"{self.prog}: error: {visible(message)}\n")
 
 
 def exit_now(code: int) -> NoReturn:

@@ -19,7 +19,7 @@ from agent.llm import model_from_env
 from agent.outcome import read_run_state
 from agent.releases import Release
 from agent.steps import STEP_NAMES
-from infra.cli import run_main
+from infra.cli import ArgumentParser, run_main
 from infra.config import step_pause_seconds
 from infra.db import connect_postgres, ensure_database_url, ensure_schema, open_pool
 from infra.errors import DatabaseUnavailable, UnknownRun, first_line
@@ -32,7 +32,7 @@ DEFAULT_HOUSEHOLD = "household-1"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m journal", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="python -m journal", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run or resume one agent run")
     run.add_argument("--run-id", required=True)

@@ -100,3 +100,26 @@ def test_what_the_commands_print_of_an_id_is_one_harmless_line(text: str, shown:
     and versions anyone could have chosen through `visible`: once raw (a line began
     `::add-mask::`, ESC and OSC reached the terminal)."""
     assert visible(text) == shown
+
+
+def test_an_unknown_argument_is_shown_as_text(capsys: pytest.CaptureFixture[str]) -> None:
+    """`python -m infra blocked`, `python -m dbos_agent pending` (every command of the project)
+    echoed an argument they did not know as it was: its escape codes reached the terminal.
+    Every command's parser is the one that shows it as text (crashtest's: its own tests)."""
+    from pathlib import Path
+
+    from infra.cli import ArgumentParser
+
+    with pytest.raises(SystemExit) as ended:
+        ArgumentParser(prog="python -m infra").parse_args(["blocked", "\x1b[2J\x07"])
+    assert ended.value.code == 2
+    said = capsys.readouterr().err
+    assert "\\x1b[2J\\x07" in said and "\x1b" not in said and "\x07" not in said, said
+    root = Path(__file__).resolve().parent.parent
+    plain = [
+        str(p.relative_to(root))
+        for p in root.glob("**/*.py")
+        if ".venv" not in p.parts and "tests" not in p.parts and "build" not in p.parts
+        and "argparse.ArgumentParser(" in p.read_text()
+    ]  # fmt: skip
+    assert plain == [], plain

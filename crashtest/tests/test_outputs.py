@@ -229,6 +229,9 @@ HOSTILE = [
     "line\n::add-mask::SECRET",
     "nul\x00 esc\x1b[2J bel\x07 rlo\u202e",
     "`code` | pipe & amp",
+    # GitHub's runner trims a line's leading whitespace before it reads a workflow command.
+    " ::error title=X::planted",
+    "\t\u3000::warning::planted",
 ]
 
 
@@ -289,3 +292,44 @@ def test_a_fork_server_whose_imports_hang_gives_up(app_env: dict[str, str], tmp_
     assert why is not None and why.startswith(CANNOT_IMPORT), why
     assert "did not finish within 3 s" in why
     assert time.monotonic() - started_at < 30
+
+
+def test_the_page_draws_the_run_without_a_crash_once() -> None:
+    """The probe: `merge --html` of 3,000 cells with a 3,000-bar reference timeline drew the
+    reference again in every cell (42 s, 1.9 GB, a MemoryError). It is drawn once and shown in
+    each cell by reference; a crashed run's own timeline is drawn up to a budget of bars, the
+    rest left out in one line."""
+    from temporal_crashtest._html import MAX_BARS, html_report
+    from temporal_crashtest._report import Cell, Report
+
+    def timeline(name: str, bars: int) -> dict[str, object]:
+        return {"workflow_id": name, "run_id": "r", "length": bars * 0.01 + 1, "marks": [],
+                "bars": [{"label": f"a{i}", "scheduled": i * 0.01, "started": i * 0.01,
+                          "closed": i * 0.01 + 0.005, "attempt": 1, "outcome": "completed"}
+                         for i in range(bars)]}  # fmt: skip
+
+    cells = [Cell(workflow_id=f"c{i}", crash_at=f"after-effect:{i + 1}", activity="a",
+                  matches=True, observed=None, diff=None, recovery_s=None, seconds=1.0)
+             for i in range(3000)]  # fmt: skip
+    crashed = {f"c{i}": timeline(f"c{i}", 3000) for i in range(20)}
+    report = Report(workflow="W", activities=["a"], reference={}, cells=cells, seconds=1.0,
+                    reference_workflow_id="ref",
+                    timelines={"ref": timeline("ref", 3000), **crashed})  # fmt: skip
+    page = html_report(report)
+    assert page.count(">a2999<") + page.count(">a2999 ") <= MAX_BARS // 3000 + 1
+    assert page.count('<use href="#reference-timeline"/>') == 3000
+    assert len(page) < 20 * 2**20, len(page)
+    drawn = MAX_BARS // 3000 - 1  # the reference's share is taken first
+    assert f"{20 - drawn} timeline(s) left out: a page draws at most {MAX_BARS} bars" in page
+
+
+def test_an_unknown_argument_is_shown_as_text(capsys: pytest.CaptureFixture[str]) -> None:
+    """An argument `run` did not know was echoed as it was: its escape codes reached the
+    terminal."""
+    from temporal_crashtest.__main__ import command_line
+
+    with pytest.raises(SystemExit) as ended:
+        command_line()[0].parse_args(["run", "--workflow", "W", "--input", "1", "\x1b[2J\x07"])
+    assert ended.value.code == 2
+    said = capsys.readouterr().err
+    assert "\\x1b[2J\\x07" in said and "\x1b" not in said and "\x07" not in said, said

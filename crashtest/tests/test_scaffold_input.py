@@ -49,3 +49,27 @@ def test_out_is_never_a_link_nor_another_modules_name(tmp_path: Path) -> None:
         with pytest.raises(InputError, match=said):
             scaffold(WORKFLOW, out, force=True)
     assert target.read_text() == "kept"
+
+
+def test_the_code_is_read_not_run_and_what_is_not_covered_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """temporal-community/temporal-ai-agent, tried as a new user would: scaffold found the
+    workflow and its activities, and said nothing of the tool its helper runs as an activity
+    named at run time (where the invoice is made) nor of the second task queue; and it imported
+    the workflow's module to read it (one with import-time effects ran them). Now the source is
+    read, helpers in the project's other modules too, and each such call and queue is named with
+    its line."""
+    mark = tmp_path / "IMPORTED"
+    monkeypatch.setenv("SCAFFOLD_IMPORT_MARK", str(mark))
+    monkeypatch.chdir(APPS)
+    said = scaffold("tool_agent_app:ToolAgent", tmp_path / "agent_hooks.py").splitlines()
+    assert not mark.exists(), "scaffold ran the module's code"
+    assert "tool_agent_app" not in sys.modules and "tool_agent_helpers" not in sys.modules
+    assert said[0].endswith("1 workflow(s), 2 activity(ies)"), said
+    assert "not covered: an activity named at run time, tool_agent_helpers.py:17 tool" in said[1]
+    assert "not covered: a task queue, tool_agent_helpers.py:17 queue" in said[2]
+    assert "to write: the drive" in said[3]
+    hooks = (tmp_path / "agent_hooks.py").read_text()
+    assert "activities=[planner, checks.validate]" in hooks, hooks
+    assert "from tool_agent_app import Checks, ToolAgent, planner" in hooks, hooks

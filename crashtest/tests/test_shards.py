@@ -17,7 +17,7 @@ import pytest
 from temporal_crashtest._errors import InputError
 from temporal_crashtest._model import CellPoint
 from temporal_crashtest._points import Moment
-from temporal_crashtest._report import Cell, Report
+from temporal_crashtest._report import Cell, Report, Untested
 from temporal_crashtest._report_input import read_report
 from temporal_crashtest._shards import merge_reports, parse_shard, shard_points
 from test_cli import NOTES
@@ -50,21 +50,26 @@ def test_a_bad_shard_is_one_error(text: str) -> None:
         parse_shard(text)
 
 
-def report(shard: str | None, *crash_at: str, workflow: str = "W") -> Report:
+PLAN = ["after-effect:1", "after-checkpoint:1", "after-effect:2"]
+
+
+def report(
+    shard: str | None, *crash_at: str, workflow: str = "W", plan: list[str] = PLAN
+) -> Report:
     cells = [
         Cell(workflow_id=f"w-{c}", crash_at=c, activity="a", matches=c != "after-effect:2",
              observed=None, diff=None, recovery_s=None, seconds=1.0)
         for c in crash_at
     ]  # fmt: skip
     return Report(workflow=workflow, activities=["a"], reference={"x": 1}, cells=cells,
-                  seconds=2.0, shard=shard, points_in_all=3)  # fmt: skip
+                  seconds=2.0, shard=shard, plan=list(plan) if shard else [])  # fmt: skip
 
 
 def test_merged_cells_are_in_the_runs_order_effects_first() -> None:
-    one = replace(
-        report("1/2", "after-effect:1", "effect:2.1", "after-checkpoint:1"), points_in_all=6
-    )
-    two = replace(report("2/2", "effect:1.2", "effect:1.1", "after-effect:2"), points_in_all=6)
+    plan = ["after-effect:1", "effect:2.1", "after-checkpoint:1", "effect:1.2", "effect:1.1",
+            "after-effect:2"]  # fmt: skip
+    one = report("1/2", *plan[:3], plan=plan)
+    two = report("2/2", *plan[3:], plan=plan)
     assert [c.crash_at for c in merge_reports([("a", two), ("b", one)]).cells] == [
         "effect:1.1", "effect:1.2", "after-effect:1", "after-checkpoint:1",
         "effect:2.1", "after-effect:2",
@@ -91,12 +96,39 @@ def test_merge_refuses_what_is_not_one_crash_tests_shards() -> None:
         ([("a", report(None, "after-effect:1"))], "not a shard's report"),
         ([("a", one), ("b", report("2/3", "x:1"))], "is shard 2/3, a of 2"),
         # shards run with different --points: a point no shard tested would be dropped silently
-        ([("a", one), ("b", replace(two, points_in_all=2))], "differ in their points_in_all"),
-        ([("a", one), ("b", report("2/2"))], "the shards hold 2 crash points, but each says .* 3"),
+        ([("a", one), ("b", replace(two, plan=PLAN[:2]))], "differ in their plan"),
+        ([("a", one), ("b", report("2/2"))], "make 2 of the plan's 3 crash points"),
         ([("a", one), ("b", replace(two, real_timeouts=True))], "differ in their real_timeouts"),
     ]:
         with pytest.raises(InputError, match=message):
             merge_reports(reports)
+
+
+def test_merge_checks_the_points_not_their_count() -> None:
+    """The probe: shard 1/2 run with `--points in-task:1,in-task:2`, shard 2/2 with
+    `--points after-effect:1,after-effect:2`: both said "2 points", and merged into one crash
+    test of 2 points. Each shard now carries its test's plan, and the shards must make exactly
+    it. A hand-edited shard that lists a point both tested and not tested is refused too; a
+    point not reached (listed as not tested, no verdict) is one of the plan's."""
+    one = report("1/2", "in-task:1", plan=["in-task:1", "in-task:2"])
+    two = report("2/2", "after-effect:1", plan=["after-effect:1", "after-effect:2"])
+    with pytest.raises(InputError, match="differ in their plan"):
+        merge_reports([("a", one), ("b", two)])
+    forged = replace(two, plan=one.plan, cells=[*two.cells, *report(None, "in-task:2").cells])
+    with pytest.raises(InputError, match="after-effect:1 is not among the crash points"):
+        merge_reports([("a", one), ("b", forged)])
+    both = replace(
+        report("2/2", "after-effect:2"),
+        untested=[Untested("after-effect:2 (a)", "not among the crash points asked for")],
+    )
+    with pytest.raises(InputError, match="after-effect:2 is both tested and listed"):
+        merge_reports([("a", report("1/2", "after-effect:1", "after-checkpoint:1")), ("b", both)])
+    unreached = replace(
+        report("2/2"), untested=[Untested("after-effect:2 (a)", "not reached: the run went on")]
+    )
+    merged = merge_reports([("a", report("1/2", *PLAN[:2])), ("b", unreached)])
+    assert [c.crash_at for c in merged.cells] == PLAN[:2]
+    assert merged.ok and merged.untested == unreached.untested
 
 
 def test_shards_run_alone_and_merge_into_the_whole_test(

@@ -8,6 +8,7 @@ or TypeScript, killed there, its process group and all."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import signal
 import sys
@@ -21,8 +22,10 @@ from typing import Any
 import pytest
 from conftest import APPS
 from temporal_crashtest._fastforward import fast_forward
-from temporal_crashtest._wire.forward import Pass, WireProxy
-from temporal_crashtest._wire.kill import KillAtCompletion, kill_group
+from temporal_crashtest._processes import TOKEN_ENV, kill_group
+from temporal_crashtest._wire.forward import REFUSED, Pass, WireProxy
+from temporal_crashtest._wire.kill import KillAtCompletion
+from temporal_crashtest._wire.peers import Peers, can_tell, new_token
 from temporal_crashtest._wire.recover import end_workflow_tasks
 from temporal_crashtest._wire.tasks import WireTasks
 from temporalio import activity, workflow
@@ -347,3 +350,49 @@ def test_a_workflow_task_a_dead_worker_held_is_ended_by_its_token(
     asyncio.run(_through(app_env["TEMPORAL_ADDRESS"], killing, test))
     written = (tmp_path / f"{workflow_id}.txt").read_text().splitlines()
     assert [line.split(" ", 1)[1] for line in written] == ONCE
+
+
+COUNT = "import asyncio, sys; from temporalio.client import Client\n" \
+    "async def main():\n" \
+    "    client = await Client.connect(sys.argv[1])\n" \
+    "    print(await client.count_workflows())\n" \
+    "asyncio.run(main())\n"  # fmt: skip
+
+
+def test_the_proxy_serves_only_the_worker_it_was_started_for(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    """The probe: while a `--worker-cmd` crash test ran, any local process could connect to its
+    proxy and list workflows, with the operator's API key or client certificate put on every
+    call. Now a process that is not the worker's — neither the process it was started for, nor
+    one that process started, nor one carrying its token — is refused in one line; the
+    worker's own calls go through."""
+    peers = Peers(new_token())
+
+    async def check() -> None:
+        proxy = WireProxy(temporal_address, peers=peers)
+        address = await proxy.start()
+        try:
+            with pytest.raises(RuntimeError) as refused:  # this process: a stranger
+                await Client.connect(address)
+            assert "PermissionDenied" in str(refused.value), refused.value
+            assert REFUSED in str(refused.value), refused.value
+            carrier = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", COUNT, address, stdout=asyncio.subprocess.PIPE,
+                env={**os.environ, TOKEN_ENV: peers.token},
+            )  # fmt: skip
+            out, _ = await asyncio.wait_for(carrier.communicate(), 60)
+            assert carrier.returncode == 0 and "WorkflowExecutionCount" in out.decode(), out
+            admitted = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", f"import time; time.sleep(0.3); exec({COUNT!r})", address,
+                stdout=asyncio.subprocess.PIPE,
+            )  # fmt: skip
+            peers.admit(admitted.pid)
+            out, _ = await asyncio.wait_for(admitted.communicate(), 60)
+            assert admitted.returncode == 0 and "WorkflowExecutionCount" in out.decode(), out
+        finally:
+            await proxy.stop()
+
+    if not can_tell():
+        pytest.skip("no /proc: which process holds a connection cannot be told here")
+    asyncio.run(check())

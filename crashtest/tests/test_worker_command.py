@@ -10,6 +10,7 @@ before anything starts."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -252,3 +253,41 @@ def test_what_a_worker_command_cannot_be_given(tmp_path: Path, args: list[str], 
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and says in lines[0], done.stderr
+
+
+def _left_behind(notes: Path) -> list[int]:
+    """The processes still running with this test's NOTES_DIR in their environment."""
+    mark = f"NOTES_DIR={notes}".encode()
+    left = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if mark in (entry / "environ").read_bytes().split(b"\0"):
+                    left.append(int(entry.name))
+    return left
+
+
+@pytest.mark.servers
+def test_what_a_worker_command_started_dies_with_it(temporal_address: str, tmp_path: Path) -> None:
+    """The probe: a command that starts its worker with `&` and `wait` (no exec), and a worker
+    that forks a daemon into a session of its own, left processes polling (or sleeping) after
+    the crash test ended, unsaid. Every process the command started carries crashtest's token:
+    each is killed with it, and the report says once what had left its group."""
+    if not Path("/proc/self/environ").exists():
+        pytest.skip("no /proc: a process's environment cannot be read here")
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    env = {**os.environ, "TEMPORAL_ADDRESS": temporal_address, "NOTES_DIR": str(notes),
+           "ESCAPE": "1", "PYTHONPATH": os.pathsep.join([str(APPS), *sys.path])}  # fmt: skip
+    command = f"sh -c '{sys.executable} {APPS / 'escaping_worker.py'} & wait'"
+    report = tmp_path / "report.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "temporal_crashtest", "run", "--worker-cmd", command, *NOTES,
+         "--points", "after-effect:1", "--json", str(report)],
+        env=env, cwd=APPS, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert failing(json.loads(report.read_text())) == {"after-effect:1"}
+    assert _left_behind(notes) == []
+    said = [w for w in json.loads(report.read_text())["warnings"] if "left its process group" in w]
+    assert len(said) == 1 and said[0].startswith(("2 process", "3 process", "4 process")), said

@@ -5,7 +5,6 @@ and DATABASE_URL (`make up`). Exit 1 if any verdict is not the expected one."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from examples.deploys.pairs import PAIRS, Pair
+from infra.cli import ArgumentParser
 
 
 def crash_test(pair: Pair, out: Path) -> tuple[int, float, dict[str, bool]]:
@@ -48,7 +48,7 @@ def row(pair: Pair, code: int, seconds: float, verdicts: dict[str, bool]) -> tup
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m examples.deploys", description=__doc__)
+    parser = ArgumentParser(prog="python -m examples.deploys", description=__doc__)
     parser.add_argument("--jobs", type=int, default=3, help="crash tests at once")
     jobs = parser.parse_args().jobs
     with tempfile.TemporaryDirectory(prefix="deploys-") as folder, ThreadPoolExecutor(jobs) as pool:

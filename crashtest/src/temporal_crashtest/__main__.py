@@ -76,7 +76,7 @@ from temporal_crashtest._report_input import read_regular, read_report
 from temporal_crashtest._scaffold import scaffold
 from temporal_crashtest._session import DEFAULT_DEADLINE_S
 from temporal_crashtest._shards import merge_reports, parse_shard
-from temporal_crashtest._text import shown
+from temporal_crashtest._text import ArgumentParser, defused, shown
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -87,7 +87,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def command_line() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     """The parser, and its `run` command's (the options reference is written from it)."""
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m temporal_crashtest",
         description=__doc__.splitlines()[0] if __doc__ else None,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -391,11 +391,9 @@ async def main(
 
 def finish(args: argparse.Namespace, report: Report) -> int:
     """Print the report (table, notes, summary), write the files asked for, and the exit code."""
-    if report.cells:
-        print(report.table())
-    if report.notes():
-        print(report.notes())
-    print(report.summary())
+    for text in (report.table() if report.cells else "", report.notes(), report.summary()):
+        for line in filter(None, text.splitlines()):
+            print(defused(line))  # every field is `shown` already; no line starts a command
     failed = write_reports(args, report)
     if os.environ.get("GITHUB_ACTIONS") == "true":
         for line in github_errors(report):

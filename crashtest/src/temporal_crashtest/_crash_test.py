@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from temporal_crashtest._connect import configured, connect
+from temporal_crashtest._connect import configured, connect, security_for
 from temporal_crashtest._devserver import (
     LOCAL_HOSTS,
     LOCAL_SERVER,
@@ -50,14 +50,21 @@ from temporal_crashtest._observers import Observers, ObserverSettings
 from temporal_crashtest._observers.given import observers_for
 from temporal_crashtest._observers.http import HttpObserver
 from temporal_crashtest._points import MAX_REPEAT, CrashPoint
-from temporal_crashtest._processes import CANNOT_IMPORT, ForkedServer, NotForked, Processes
+from temporal_crashtest._processes import (
+    CANNOT_IMPORT,
+    TOKEN_ENV,
+    ForkedServer,
+    NotForked,
+    Processes,
+)
 from temporal_crashtest._replay import Replayed, summary
-from temporal_crashtest._report import Cell, Report, Untested, differences, short
+from temporal_crashtest._report import NOT_REACHED, Cell, Report, Untested, differences, short
 from temporal_crashtest._runner import Runner
 from temporal_crashtest._session import DEFAULT_DEADLINE_S, Session
 from temporal_crashtest._shards import parse_shard, shard_points
 from temporal_crashtest._text import shown
 from temporal_crashtest._wire.kill import INSIDE_OFF_THE_WIRE, off_the_wire
+from temporal_crashtest._wire.peers import can_tell
 from temporal_crashtest._workers import Workers
 
 REFERENCE_CHARS = 200  # how much of the reference state a progress line shows
@@ -286,7 +293,7 @@ class _Chosen:
     points: list[CellPoint]
     untested: list[Untested]
     shard: str | None = None
-    points_in_all: int = 0
+    plan: tuple[str, ...] = ()  # sharded: every shard's points
 
 
 async def _crash_test(
@@ -321,6 +328,7 @@ async def _crash_test(
         if server is not None:
             server.stop()
     deployed = reference.deployed
+    escaped = [_escaped(procs.escaped)] if procs.escaped else []
     return Report(
         workflow=target.workflow,
         activities=[b.label for b in reference.boundaries],
@@ -328,7 +336,7 @@ async def _crash_test(
         cells=cells,
         seconds=round(time.monotonic() - started, 1),
         untested=untested,
-        warnings=[*reference.tree.warnings, *_hazards(reference)],
+        warnings=[*reference.tree.warnings, *_hazards(reference), *escaped],
         expect_diff=expect_diff,
         real_timeouts=options.real_timeouts,
         reference_end=reference.end,
@@ -339,11 +347,21 @@ async def _crash_test(
         pinned=reference.pinned,
         replay=[r.to_json() for r in replayed],
         shard=chosen.shard,
-        points_in_all=chosen.points_in_all,
+        plan=list(chosen.plan),
         reference_workflow_id=runner.reference_workflow_id,
         namespace=namespace,
         ui_url=_ui_url(address, server),
         timelines=dict(runner.timelines),
+    )
+
+
+def _escaped(pids: list[int]) -> str:
+    """What to say of the processes a worker command started that had left its group."""
+    return (
+        f"{len(pids)} process(es) a worker command started had left its process group (a "
+        "setsid, a fork into a session of its own): each killed with it all the same, found by "
+        f"the token crashtest puts in the command's environment ({TOKEN_ENV}); a command that "
+        "execs its worker (`exec node worker.js`) leaves none"
     )
 
 
@@ -353,7 +371,7 @@ def _reached(cells: list[Cell]) -> tuple[list[Cell], list[Untested]]:
     reached: a test of none would pass without testing anything."""
     reached = [c for c in cells if c.not_reached is None]
     unreached = [
-        Untested(f"{c.crash_at} ({c.activity})", f"not reached: {c.not_reached}")
+        Untested(f"{c.crash_at} ({c.activity})", f"{NOT_REACHED}{c.not_reached}")
         for c in cells
         if c.not_reached is not None
     ]
@@ -398,6 +416,14 @@ async def _runner(
     say: Callable[[str], None],
 ) -> Runner:
     """The runner of this test's runs, once its fork servers run and its client is connected."""
+    deploy = target.deploy
+    on_the_wire = target.old.on_the_wire or (deploy is not None and deploy.new.on_the_wire)
+    if on_the_wire and security_for(address) and not can_tell():
+        raise InputError(
+            "a worker command's proxy puts the server's credentials (API key, TLS) on every call, "
+            "and this system cannot say which process connects to it (no /proc): it would lend "
+            "them to any local process; run the crash test on Linux, or against a dev server"
+        )
     forks = asyncio.ensure_future(_start_forks(procs, target, forked, say))
     client = await connect(
         address,
@@ -492,12 +518,12 @@ def _choose(
     if options.shard is None or not points:
         return _Chosen(points, untested)
     k, n = options.shard
-    every = len(points)
+    plan = tuple(p.crash_at for p in points)
     points = shard_points(points, k, n)
-    say(f"shard {k}/{n}: {len(points)} of the {every} crash points")
+    say(f"shard {k}/{n}: {len(points)} of the {len(plan)} crash points")
     if not points:
         say(f"shard {k}/{n} has no crash point: the {n} shards are more than the points")
-    return _Chosen(points, untested, f"{k}/{n}", every)
+    return _Chosen(points, untested, f"{k}/{n}", plan)
 
 
 async def _run_the_cells(

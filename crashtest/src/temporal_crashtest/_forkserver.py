@@ -32,6 +32,7 @@ from temporal_crashtest._exits import exit_now
 from temporal_crashtest._loading import load_callable, load_data_converter, load_plugins
 from temporal_crashtest._outputs import open_log
 from temporal_crashtest._processes import CANNOT_IMPORT, ForkedServer, NotForked, die_with_parent
+from temporal_crashtest._text import ArgumentParser
 
 REAP_EVERY_S = 0.02  # how soon a worker's end is reported
 
@@ -222,9 +223,8 @@ def serve(requests: IO[str], out: IO[str]) -> None:
 def main() -> None:
     """`python -m temporal_crashtest._forkserver PARENT_PID --worker M:F [--data-converter M:N]
     [--plugin M:N]...`"""
-    import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m temporal_crashtest._forkserver")
+    parser = ArgumentParser(prog="python -m temporal_crashtest._forkserver")
     parser.add_argument("parent", type=int)
     parser.add_argument("--worker", required=True)
     parser.add_argument("--data-converter")

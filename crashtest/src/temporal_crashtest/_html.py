@@ -61,11 +61,35 @@ section.cell { border-top: 1px solid #bdbdbd; margin-top: 12px; }
 """
 
 
+MAX_BARS = 20_000  # timeline bars a page draws at most (each cell's crashed run's, and more)
+REFERENCE = "reference-timeline"  # the id the run without a crash is drawn under, once
+
+
+class _Budget:
+    """How many more bars the page may draw: a report of thousands of cells with long
+    timelines (a `merge` of anyone's JSON) is drawn up to MAX_BARS, the rest left out."""
+
+    def __init__(self) -> None:
+        self.left = MAX_BARS
+        self.omitted = 0
+
+    def take(self, timeline: Timeline) -> bool:
+        if len(timeline.bars) > self.left:
+            self.omitted += 1
+            return False
+        self.left -= len(timeline.bars)
+        return True
+
+
 def html_report(report: Report) -> str:
-    """The page for `report` (its timelines, when the test kept them)."""
+    """The page for `report` (its timelines, when the test kept them). The run without a crash
+    is drawn once, and shown again in each cell by reference (`<use>`)."""
     timelines = {k: Timeline.from_json(v) for k, v in report.timelines.items()}
     reference = timelines.get(report.reference_workflow_id)
     scale = max([t.length for t in timelines.values()] or [1.0]) or 1.0
+    budget = _Budget()
+    if reference is not None and not budget.take(reference):
+        reference = None
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -78,14 +102,22 @@ def html_report(report: Report) -> str:
         _verdicts(report),
         "<h2>The run without a crash</h2>",
         _run_link(report, report.reference_workflow_id, "reference run"),
-        _svg(reference, scale) if reference else "<p>(no timeline kept)</p>",
+        _svg(reference, scale, REFERENCE) if reference else "<p>(no timeline kept)</p>",
         f"<p>Its final state: <code>{escape(_json(report.reference))}</code></p>",
     ]
     cells = sorted(report.cells, key=lambda c: c.matches)  # the ✗ first
     if cells:
         parts.append("<h2>Cells</h2>")
     for cell in cells:
-        parts.append(_cell(report, cell, reference, timelines.get(cell.workflow_id), scale))
+        crashed = timelines.get(cell.workflow_id)
+        if crashed is not None and not budget.take(crashed):
+            crashed = None
+        parts.append(_cell(report, cell, reference, crashed, scale))
+    if budget.omitted:
+        parts.append(
+            f"<p>{budget.omitted} timeline(s) left out: a page draws at most {MAX_BARS} bars "
+            "(the JSON report holds them all).</p>"
+        )
     parts.append(_untested(report))
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
@@ -169,7 +201,7 @@ def _cell(
             parts.append(f"<p>{label}: {escape('; '.join(items))}</p>")
     parts.append(_run_link(report, cell.workflow_id, "the crashed run"))
     if reference is not None:
-        parts += ["<p>Without a crash:</p>", _svg(reference, scale)]
+        parts += ["<p>Without a crash:</p>", _again(reference)]
     if crashed is not None:
         parts += ["<p>Crashed:</p>", _svg(crashed, scale)]
     parts.append("</section>")
@@ -183,17 +215,34 @@ def _step(scale: float) -> float:
     return next(s * power for s in (1, 2, 5, 10) if s * power >= raw)
 
 
-def _svg(timeline: Timeline, scale: float) -> str:
+def _height(timeline: Timeline) -> int:
+    return ROW * (len(timeline.bars) + 1) + 16
+
+
+def _again(timeline: Timeline) -> str:
+    """A timeline drawn already (the run without a crash), shown again by reference."""
+    height = _height(timeline)
+    return (
+        f'<svg width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" '
+        f'xmlns="http://www.w3.org/2000/svg" role="img" '
+        f'aria-label="timeline of {escape(timeline.workflow_id)}">'
+        f'<use href="#{REFERENCE}"/></svg>'
+    )
+
+
+def _svg(timeline: Timeline, scale: float, name: str | None = None) -> str:
+    """A timeline's drawing (`name`: under that id, for `_again`)."""
     span = WIDTH - LABELS - 10
 
     def x(t: float) -> float:
         return round(LABELS + span * min(max(t, 0.0), scale) / scale, 1)
 
-    height = ROW * (len(timeline.bars) + 1) + 16
+    height = _height(timeline)
     out = [
         f'<svg width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" '
         f'xmlns="http://www.w3.org/2000/svg" role="img" '
-        f'aria-label="timeline of {escape(timeline.workflow_id)}">'
+        f'aria-label="timeline of {escape(timeline.workflow_id)}">',
+        f'<g id="{name}">' if name else "<g>",
     ]
     step = _step(scale)
     tick = 0.0
@@ -231,7 +280,7 @@ def _svg(timeline: Timeline, scale: float) -> str:
             f'stroke="{colour}" stroke-width="2"{dash}><title>{escape(mark.what)} at '
             f"{mark.at:g} s</title></line>"
         )
-    out.append("</svg>")
+    out.append("</g></svg>")
     return "".join(out)
 
 

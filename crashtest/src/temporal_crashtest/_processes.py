@@ -160,6 +160,42 @@ class ForkServer:
         return child
 
 
+TOKEN_ENV = "CRASHTEST_WORKER_TOKEN"  # in a worker command's environment: what it started
+
+
+def carriers(token: str) -> list[int]:
+    """The processes whose environment carries `token` (`TOKEN_ENV`): everything a worker
+    command started, wherever it went (another process group, another session); none where
+    /proc is missing."""
+    wanted = f"{TOKEN_ENV}={token}".encode()
+    found = []
+    proc = Path("/proc")
+    for entry in proc.iterdir() if proc.exists() else ():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if wanted in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+    return found
+
+
+def kill_group(pid: int, token: str | None = None) -> list[int]:
+    """SIGKILL the process group `pid` leads (a worker command and whatever it started), or the
+    process `pid` where it leads none (crashtest's Python worker, forked: it starts nothing),
+    and every process carrying the command's `token`: the pids of those that had left its
+    group (a `setsid`, a fork into a session of its own)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:  # no group of that id: the process alone, if it is there
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    escaped = [p for p in carriers(token) if p != pid] if token else []
+    for other in escaped:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(other, signal.SIGKILL)
+    return escaped
+
+
 class Processes:
     """Starts `python ARGS` children with output to `<log_dir>/<name>.log`, and kills them all
     when asked (`kill_all`), whatever state they are in; each dies with this process, even if
@@ -181,6 +217,8 @@ class Processes:
         self.base_env = dict(base_env)
         self.running: dict[int, Child] = {}
         self.forks: dict[str | None, ForkServer] = {}  # by source tree (None: `cwd`)
+        self.tokens: dict[int, str] = {}  # a worker command's pid -> the token of what it started
+        self.escaped: list[int] = []  # processes killed by token that had left their group
         self.log_dir.mkdir(parents=True, exist_ok=True)
 
     async def start(
@@ -218,26 +256,31 @@ class Processes:
         tree: str | None,
         env: Mapping[str, str],
         drop: tuple[str, ...] = (),
+        token: str | None = None,
     ) -> asyncio.subprocess.Process:
-        """Start `command` (a worker of any SDK) in a process group of its own, so that it and
-        whatever it starts are killed together (`_wire.kill_group`); in source tree `tree` if
-        given; its output goes to `name`.log; it dies with this process (`dying_with_me`). The
-        variables of this process's environment that start with one of `drop` are left out."""
+        """Start `command` (a worker of any SDK) in a process group of its own, with `token` in
+        its environment (`TOKEN_ENV`), so that it and whatever it starts, in its group or not,
+        are killed together (`kill_group`); in source tree `tree` if given; its output goes to
+        `name`.log; it dies with this process (`dying_with_me`). The variables of this process's
+        environment that start with one of `drop` are left out."""
         inherited = {k: v for k, v in self.base_env.items() if not k.startswith(drop)}
         program = shutil.which(command[0], path=env.get("PATH") or self.base_env.get("PATH"))
         if program is None:
             raise InputError(f"the worker command {shown(command[0])}: no such program")
+        marked = {TOKEN_ENV: token} if token else {}
         with os.fdopen(open_log(self.log_dir / f"{name}.log"), "ab") as log:
             proc = await asyncio.create_subprocess_exec(
                 *dying_with_me([program, *command[1:]]),
                 cwd=tree if tree is not None else self.cwd,
-                env={**inherited, **env},
+                env={**inherited, **env, **marked},
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
                 start_new_session=True,
             )
         self.running[proc.pid] = proc
+        if token:
+            self.tokens[proc.pid] = token
         return proc
 
     async def start_fork_server(
@@ -317,20 +360,30 @@ class Processes:
         return await self.wait(await self.start(name, args, tree, **env), limit_s)
 
     async def stop(self, proc: Child, grace: float = 10) -> None:
-        """SIGTERM (a graceful stop), then SIGKILL if it does not go."""
+        """SIGTERM (a graceful stop), then SIGKILL if it does not go; a worker command's whole
+        group, and what it started outside it (`kill_group`)."""
+        token = self.tokens.pop(proc.pid, None)
         if proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
-                proc.terminate()
+                if token:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                else:
+                    proc.terminate()
             try:
                 await asyncio.wait_for(proc.wait(), grace)
             except TimeoutError:
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
                 await proc.wait()
+        if token:
+            self.escaped += kill_group(proc.pid, token)
         self.running.pop(proc.pid, None)
 
     def kill_all(self) -> None:
         for child in list(self.running.values()):
+            token = self.tokens.pop(child.pid, None)
+            if token:
+                self.escaped += kill_group(child.pid, token)
             with contextlib.suppress(ProcessLookupError):
                 child.kill()
         self.running.clear()

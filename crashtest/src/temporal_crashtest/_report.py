@@ -114,6 +114,9 @@ def differences(reference: object, observed: object) -> str | None:
     return "; ".join(said) + more
 
 
+NOT_REACHED = "not reached: "  # how a point its run never reached is listed as not tested
+
+
 @dataclass
 class Untested:
     boundary: str
@@ -150,7 +153,7 @@ class Report:
     # ... and its replay pass: each cut of the old history replayed on the new code (`_replay`)
     replay: list[dict[str, Any]] = field(default_factory=list)
     shard: str | None = None  # "K/N": this report holds shard K's crash points (`--shard`)
-    points_in_all: int = 0  # the crash points of every shard together (0: not sharded)
+    plan: list[str] = field(default_factory=list)  # a shard's: every shard's points together
     reference_workflow_id: str = ""  # the run without a crash, to find it in the web UI
     namespace: str = "default"
     ui_url: str | None = None  # the Temporal web UI's address (None: not known)
@@ -263,7 +266,7 @@ class Report:
                 else "no-crash state of either version"
             )
         if self.shard is not None:
-            workflow += f", shard {self.shard} ({len(self.cells)} of {self.points_in_all} points)"
+            workflow += f", shard {self.shard} ({len(self.cells)} of {len(self.plan)} points)"
         if self.ok:
             return (
                 f"{workflow}: all {len(self.cells)} crash points end in the "

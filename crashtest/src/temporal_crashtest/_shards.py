@@ -8,9 +8,11 @@ the points a group would crash together stay in one shard, and each shard has ab
 each kind. Each shard makes its own run without a crash (its reference) and stands alone: its
 table, JSON and JUnit hold its points, its exit code says whether they passed.
 
-`merge_reports` puts the shards' JSON reports back together: the same workflow, reference and
-shard count, every shard present once; the cells in the order of the boundaries; exit as one
-report would.
+`merge_reports` puts the shards' JSON reports back together: the same workflow, reference,
+shard count and plan (the crash points of the whole test, which every shard carries), every
+shard present once, and between them every point of the plan exactly once — tested, or not
+reached (listed as not tested) — and none both tested and listed as not tested; the cells in the
+order of the boundaries; exit as one report would.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from temporal_crashtest._errors import InputError
 from temporal_crashtest._groups import _cut, groupable, run_order
 from temporal_crashtest._model import CellPoint
 from temporal_crashtest._points import Moment
-from temporal_crashtest._report import Cell, Report
+from temporal_crashtest._report import NOT_REACHED, Cell, Report, Untested
 
 _SHARD = re.compile(r"(\d+)/(\d+)")
 MAX_SHARDS = 256
@@ -80,7 +82,7 @@ def _cell_order(report: Report) -> dict[str, int]:
 
 
 # What every shard of one crash test shares: the workflow and its input (the reference), the
-# versions, the crash points chosen (so their count and what was left untested), the mode.
+# versions, the crash points chosen (the plan), the mode.
 _SAME_IN_EVERY_SHARD = (
     "workflow",
     "activities",
@@ -89,7 +91,7 @@ _SAME_IN_EVERY_SHARD = (
     "deploy_to",
     "deployed_reference",
     "pinned",
-    "points_in_all",
+    "plan",
     "real_timeouts",
 )
 
@@ -123,11 +125,7 @@ def merge_reports(reports: Sequence[tuple[str, Report]]) -> Report:
     if missing:
         raise InputError(f"merge: shard {', '.join(missing)} is missing")
     cells: list[Cell] = [c for _, r in reports for c in r.cells]
-    if len(cells) != first.points_in_all:  # a shard cut short, or one that tested none
-        raise InputError(
-            f"merge: the shards hold {len(cells)} crash points, but each says the test has "
-            f"{first.points_in_all}: a shard's run did not finish or was edited"
-        )
+    _check_the_plan(first.plan, cells, [u for _, r in reports for u in r.untested])
     merged = replace(
         first,
         cells=cells,
@@ -138,11 +136,34 @@ def merge_reports(reports: Sequence[tuple[str, Report]]) -> Report:
         runs=sum(r.runs for _, r in reports),
         groups=sum(r.groups for _, r in reports),
         shard=None,
-        points_in_all=len(cells),
+        plan=[],
         timelines={k: v for _, r in reports for k, v in r.timelines.items()},
     )
     order = _cell_order(merged)
     merged.cells = sorted(cells, key=lambda c: order[c.crash_at])
-    if len(order) != len(cells):
-        raise InputError("merge: a crash point is in two shards: not one crash test's shards")
     return merged
+
+
+def _check_the_plan(plan: list[str], cells: list[Cell], untested: list[Untested]) -> None:
+    """Between them the shards made every point of the plan once, as a cell or listed as not
+    reached, and none both; InputError naming the first point that is not so."""
+    tested = [c.crash_at for c in cells]
+    listed = {u.boundary.split(" ", 1)[0]: u.why for u in untested}
+    unreached = [p for p, why in listed.items() if why.startswith(NOT_REACHED)]
+    if twice := sorted({p for p in tested if tested.count(p) > 1}):
+        raise InputError(f"merge: {twice[0]} is in two shards: not one crash test's shards")
+    if both := sorted(set(tested) & set(listed)):
+        raise InputError(
+            f"merge: {both[0]} is both tested and listed as not tested: a report was edited"
+        )
+    made = set(tested) | set(unreached)
+    if extra := sorted(made - set(plan)):
+        raise InputError(
+            f"merge: {extra[0]} is not among the crash points every shard names (its plan): "
+            "not one crash test's shards"
+        )
+    if missing := [p for p in plan if p not in made]:
+        raise InputError(
+            f"merge: the shards make {len(made)} of the plan's {len(plan)} crash points "
+            f"({missing[0]} in none): a shard's run did not finish or was edited"
+        )

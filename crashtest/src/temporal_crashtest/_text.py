@@ -8,8 +8,9 @@ override or a lone surrogate (which no UTF-8 writer takes). So every such text g
 these before it is printed or written:
 
 - `shown(text)`: one line, every character that is not printable written as its Python escape
-  (`\\n`, `\\x1b`, `\\u202e`, `\\ud800`), a field that begins with `::` or holds `##[` (GitHub's
-  workflow commands) defused; printable text, non-ASCII letters included, unchanged.
+  (`\\n`, `\\x1b`, `\\u202e`, `\\ud800`), a field that begins with `::` (after spaces: GitHub
+  trims them) or holds `##[` (GitHub's workflow commands) defused; printable text, non-ASCII
+  letters included, unchanged. `defused(line)`: a whole line's start, the same way.
 - `markdown_cell(text)`: `shown`, and `|`, raw HTML, links and backquotes escaped.
 - `json_bytes(value)`: JSON any parser takes (no NaN, lone surrogates as `\\udXXX` escapes), as
   UTF-8.
@@ -20,9 +21,11 @@ control character at all). Standard library only.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
-from typing import Any
+import sys
+from typing import Any, NoReturn
 
 _COMMAND = "::"
 _LEGACY_COMMAND = "##["
@@ -35,9 +38,16 @@ def _escape(ch: str) -> str:
 def shown(text: object) -> str:
     """`text` on one line, as characters that print as themselves (see the module)."""
     out = "".join(_escape(ch) for ch in str(text))
-    if out.startswith(_COMMAND):
-        out = "\\x3a" + out[1:]
-    return out.replace(_LEGACY_COMMAND, "#\\x23[")
+    return defused(out).replace(_LEGACY_COMMAND, "#\\x23[")
+
+
+def defused(line: str) -> str:
+    """`line` with no workflow command at its start: GitHub's runner trims a line's leading
+    whitespace before it reads one (`  ::error::...`)."""
+    text = line.lstrip()
+    if not text.startswith(_COMMAND):
+        return line
+    return line[: len(line) - len(text)] + "\\x3a" + text[1:]
 
 
 _MARKDOWN = str.maketrans(
@@ -68,3 +78,12 @@ def json_bytes(value: Any, *, indent: int | None = 1) -> bytes:
     (they occur only inside strings, where that escape is valid JSON)."""
     text = json.dumps(finite(value), indent=indent, ensure_ascii=False, allow_nan=False)
     return text.encode("utf-8", "backslashreplace")
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's, whose error line shows the arguments it names as text (`shown`): an argument
+    it does not know is the user's, and may hold an escape code."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {shown(message)}\n")

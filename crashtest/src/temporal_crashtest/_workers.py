@@ -25,6 +25,7 @@ from temporal_crashtest._polling import tree_histories
 from temporal_crashtest._processes import Child, Processes
 from temporal_crashtest._status import Status, WorkerStatus
 from temporal_crashtest._wire.kill import KillAtSite
+from temporal_crashtest._wire.peers import Peers, can_tell, new_token
 from temporal_crashtest._wire.scopes import RunScopes
 from temporal_crashtest._wire.status import WireStatus
 from temporal_crashtest.worker import GO, PARENT_PID_ENV
@@ -139,21 +140,28 @@ class Workers:
             status: WireStatus = KillAtSite(crash_at, workflow_id, scopes, warm)
         else:
             status = WireStatus(warm)
-        proxy = WireProxy(Upstream.of(self.address, security_for(self.address)), [status])
+        peers = Peers(new_token()) if can_tell() else None  # only its worker may use the proxy
+        upstream = Upstream.of(self.address, security_for(self.address))
+        proxy = WireProxy(upstream, [status], peers=peers)
         await proxy.start()
         env = {**self.target.env, **self.env, PARENT_PID_ENV: str(os.getpid())}
         env |= {ADDRESS_ENV: proxy.address, NAMESPACE_ENV: self.namespace}
         env |= {TASK_QUEUE_ENV: task_queue}
+        token = peers.token if peers is not None else None
         try:
-            child = await self._command(name, version, env)
+            child = await self._command(name, version, env, token)
         except BaseException:
             await proxy.stop()
             raise
+        if peers is not None:
+            peers.admit(child.pid)
         if isinstance(status, KillAtSite):
-            status.arm(child.pid)
+            status.arm(child.pid, token, self.procs.escaped)
         return Worker(name, child, status, proxy)
 
-    async def _command(self, name: str, version: Version, env: dict[str, str]) -> Child:
+    async def _command(
+        self, name: str, version: Version, env: dict[str, str], token: str | None
+    ) -> Child:
         """A worker command started, in a process group of its own; crashtest's own Python
         worker in this interpreter forked instead, built, where its tree's fork server runs:
         given the proxy's address as an argument, its environment still names the server, so
@@ -166,7 +174,7 @@ class Workers:
             args += ["--namespace", where[NAMESPACE_ENV], "--task-queue", where[TASK_QUEUE_ENV]]
             return await self.procs.start_worker(name, args, version.tree, **env)
         return await self.procs.start_command(
-            name, version.command, version.tree, env, drop=TO_THE_SERVER_ONLY
+            name, version.command, version.tree, env, drop=TO_THE_SERVER_ONLY, token=token
         )
 
     async def _tree_of(self, workflow_id: str) -> dict[tuple[str, str], str]:

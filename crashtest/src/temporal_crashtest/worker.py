@@ -39,6 +39,7 @@ from temporal_crashtest._processes import die_with_parent
 from temporal_crashtest._replay import replay_cuts, replay_file, write_replayed
 from temporal_crashtest._status import StatusWriter
 from temporal_crashtest._task_failures import report_task_failures
+from temporal_crashtest._text import ArgumentParser
 
 PARENT_PID_ENV = "CRASHTEST_PARENT_PID"
 # Printed for a person (and sent on --status for the crash test) once the worker polls its task
@@ -50,9 +51,7 @@ GO = signal.SIGUSR1
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m temporal_crashtest.worker", description=__doc__
-    )
+    parser = ArgumentParser(prog="python -m temporal_crashtest.worker", description=__doc__)
     parser.add_argument("--worker", required=True, help="MODULE:FACTORY")
     # From the environment as a worker command reads them (`run --worker-cmd`), if not given.
     queue = os.environ.get("TEMPORAL_TASK_QUEUE")

@@ -13,7 +13,8 @@ A watcher decides each call's `Pass`: forwarded (`GO`); dropped, never forwarded
 caller is being killed, and the server never hears it); or forwarded alone (`ALONE`: its caller
 is being killed, and the server hears it all the same, once every other call through the proxy
 has ended — the dead worker's polls among them, so that the server cannot hand what follows
-this call to a worker that is gone). One proxy serves one worker.
+this call to a worker that is gone). One proxy serves one worker, and no other process
+(`peers.Peers`: it holds the operator's credentials).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import grpc
 import grpc.aio
 from temporalio.service import TLSConfig
 
+from temporal_crashtest._wire.peers import Peers
 from temporal_crashtest._wire.watch import Pass, Watcher
 
 # Any size both ways: a history or a workflow task's commands may be large, and refusing one is
@@ -40,6 +42,7 @@ _TRANSPORT_KEYS = ("content-type", "te", "user-agent", "grpc-accept-encoding", "
 Metadatum = tuple[str, str | bytes]
 
 
+REFUSED = "crashtest's proxy serves only the worker it was started for"
 QUIET_TIMEOUT_S = 5.0  # how long a call forwarded alone waits for the others to end
 ALONE_TIMEOUT_S = 10.0  # its own deadline upstream: its caller, gone, set none
 
@@ -111,10 +114,15 @@ class WireProxy:
     workers should use."""
 
     def __init__(
-        self, upstream: str | Upstream, watchers: Sequence[Watcher] = (), port: int = 0
+        self,
+        upstream: str | Upstream,
+        watchers: Sequence[Watcher] = (),
+        port: int = 0,
+        peers: Peers | None = None,
     ) -> None:
         self.upstream = upstream if isinstance(upstream, Upstream) else Upstream(upstream)
         self.watchers, self.port = list(watchers), port
+        self.peers = peers  # who may use it (None: anyone; `peers.Peers`)
         self.calls = 0  # forwarded so far
         self.in_flight = 0  # calls being handled now
         self._fewer = asyncio.Event()  # set as one ends
@@ -129,6 +137,8 @@ class WireProxy:
         self._server = grpc.aio.server(options=_UNLIMITED)
         self._server.add_generic_rpc_handlers((_Everything(self),))
         self.port = self._server.add_insecure_port(f"127.0.0.1:{self.port}")
+        if self.peers is not None:
+            self.peers.port = self.port
         await self._server.start()
         return self.address
 
@@ -149,6 +159,8 @@ class WireProxy:
     ) -> bytes:
         self.in_flight += 1
         try:
+            if self.peers is not None and not await self.peers.allows(context.peer()):
+                await context.abort(grpc.StatusCode.PERMISSION_DENIED, REFUSED)
             how = Pass.GO
             for watcher in self.watchers:
                 how = await watcher.before(method, request)

@@ -7,10 +7,7 @@ group is SIGKILLed."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
 from datetime import UTC, datetime
 
 from temporalio.api.command.v1 import Command
@@ -25,20 +22,11 @@ from temporal_crashtest._attempt_end import REPORT_LATE, failure_retried
 from temporal_crashtest._history import LOCAL_ACTIVITY_MARKER
 from temporal_crashtest._interceptor import CrashSite
 from temporal_crashtest._points import Moment
+from temporal_crashtest._processes import kill_group
 from temporal_crashtest._wire.scopes import RunScopes
 from temporal_crashtest._wire.status import WireStatus
 from temporal_crashtest._wire.tasks import WORKFLOW_TASK_DONE, ActivityTask, TaskEnd, WireTasks
 from temporal_crashtest._wire.watch import Pass
-
-
-def kill_group(pid: int) -> None:
-    """SIGKILL the process group `pid` leads (a worker command and whatever it started), or the
-    process `pid` where it leads none (crashtest's Python worker, forked: it starts nothing)."""
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:  # no group of that id: the process alone, if it is there
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
 
 
 class KillAtCompletion(WireTasks):
@@ -94,9 +82,14 @@ class KillAtSite(WireStatus):
         super().__init__(warm)
         self.site, self.workflow_id, self.scopes = site, workflow_id, scopes
         self.pid: int | None = None
+        self.token: str | None = None
+        self.escaped: list[int] = []
 
-    def arm(self, pid: int) -> None:
-        self.pid = pid
+    def arm(self, pid: int, token: str | None = None, escaped: list[int] | None = None) -> None:
+        """Kill the group `pid` leads, and what carries `token` (what it started elsewhere:
+        those pids added to `escaped`)."""
+        self.pid, self.token = pid, token
+        self.escaped = escaped if escaped is not None else self.escaped
 
     async def before(self, method: str, request: bytes) -> Pass:
         how = await super().before(method, request)
@@ -114,7 +107,7 @@ class KillAtSite(WireStatus):
                 "run_id": task.run_id,
                 "activity_id": task.activity_id,
             }
-        kill_group(self.pid)
+        self.escaped += kill_group(self.pid, self.token)
         return Pass.ALONE if self.site.moment is Moment.AFTER_CHECKPOINT else Pass.DROP
 
     async def _reached(self, method: str, request: bytes) -> str | None:
