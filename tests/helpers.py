@@ -161,6 +161,15 @@ def verdicts(run: CrashtestRun) -> tuple[int, dict[str, bool]]:
 HELD_RETURNED = "more it held (returned, not yet reported"  # a fast-forward's line (_fastforward)
 
 
+def errored(run: CrashtestRun, points: set[str]) -> set[str]:
+    """Of `points`, those whose cell this run could not run as designed (it says why: a machine
+    too loaded to tell the crash's doing from the load's): no verdict."""
+    _, report = run
+    return {
+        c["crash_at"] for c in report.get("cells", []) if c["crash_at"] in points and c["error"]
+    }
+
+
 def racing(run: CrashtestRun, points: set[str]) -> set[str]:
     """Of `points`, those this run failed with a parallel sibling the dead worker held: in
     flight at the kill, or returned with its completion not yet reported (the fast-forward
@@ -238,12 +247,24 @@ class BothWays:
         wrong: dict[str, object] = {}
         for row in self.wire_rows():
             wire, grouped = self.wire[row.name], self.grouped[row.name]
+            # A cell the machine was too loaded to run (it says so) is no verdict to compare.
             raced = racing(wire, row.differ) | racing(grouped, row.differ)
+            raced |= errored(wire, row.differ) | errored(grouped, row.differ)
             unnamed = {p for p in row.differ - raced if (row.name, p) not in named}
             only_here = {p for p in row.in_process.keys() - row.on_the_wire.keys()}
-            not_off = {p for p in only_here if not OFF_THE_WIRE.match(p)}
-            only_there = row.on_the_wire.keys() - row.in_process.keys()
             untested = {u["boundary"].split(" ")[0] for u in wire[1].get("untested", [])}
+            listed_here = {u["boundary"].split(" ")[0] for u in grouped[1].get("untested", [])}
+            # A point only one side made where the two references ended differently after their
+            # last boundary (in the task that took its result, or not: timing), the other side
+            # listing it as not tested: it must pass where it was made (as `assert_agree`).
+            timing = {p for p in only_here if p in untested and row.in_process[p]}
+            timing |= {
+                p
+                for p in row.on_the_wire.keys() - row.in_process.keys()
+                if p in listed_here and row.on_the_wire[p]
+            }
+            not_off = {p for p in only_here - timing if not OFF_THE_WIRE.match(p)}
+            only_there = row.on_the_wire.keys() - row.in_process.keys() - timing
             unlisted = {p for p in only_here if p not in untested and not p.startswith("effect:")}
             if unnamed or not_off or only_there or unlisted or len(set(row.codes)) > 1:
                 wrong[row.name] = {

@@ -506,7 +506,7 @@ def test_a_run_that_fails_by_design(shapes: BothWays) -> None:
 
 
 def test_a_saga_whose_step_fails_until_its_window_closes(shapes: BothWays) -> None:
-    """Temporal's saga sample: the bank account fails on every attempt until its 2.5 s
+    """Temporal's saga sample: the bank account fails on every attempt until its 8 s
     schedule-to-close window closes, then the saga undoes what it did and fails. Its point
     after its "effect" is its last failure (no attempt follows it): reached, and ✓ (production
     fails it all the same); unkeyed, every step and undo repeats."""
@@ -520,7 +520,7 @@ def test_a_saga_whose_step_fails_until_its_window_closes(shapes: BothWays) -> No
         "effects: 4 → 5 entries",
     )
     bank = cells(report)["after-effect:3"]
-    assert bank["matches"] and "schedule-to-close timeout 2.5 s" in " ".join(bank["waited_on"])
+    assert bank["matches"] and "schedule-to-close timeout 8.0 s" in " ".join(bank["waited_on"])
 
 
 def test_a_run_cancelled_by_design(shapes: BothWays) -> None:

@@ -352,11 +352,13 @@ def test_a_workflow_task_a_dead_worker_held_is_ended_by_its_token(
     assert [line.split(" ", 1)[1] for line in written] == ONCE
 
 
-COUNT = "import asyncio, sys; from temporalio.client import Client\n" \
+# (os._exit: the SDK's Rust threads can crash an interpreter's teardown, see infra.cli.exit_now)
+COUNT = "import asyncio, os, sys; from temporalio.client import Client\n" \
     "async def main():\n" \
     "    client = await Client.connect(sys.argv[1])\n" \
-    "    print(await client.count_workflows())\n" \
-    "asyncio.run(main())\n"  # fmt: skip
+    "    print(await client.count_workflows(), flush=True)\n" \
+    "asyncio.run(main())\n" \
+    "os._exit(0)\n"  # fmt: skip
 
 
 def test_the_proxy_serves_only_the_worker_it_was_started_for(

@@ -178,8 +178,11 @@ def test_a_worker_command_killed_in_a_child_and_a_later_run(
     assert report["activities"] == ["run 1: OneNote/writeNoteIn", "run 2: writeNoteIn"]
     assert {c["crash_at"] for c in report["cells"]} == (AFTER_EFFECTS if keyed else EVERY)
     if not keyed:  # every point asked for: none left but the one after which the run only ends
-        only_ends = "after-checkpoint:2 (run 2: writeNoteIn)"
-        assert [u["boundary"] for u in report["untested"]] == [only_ends]
+        only_ends = "after-checkpoint:2 (run 2: writeNoteIn)"  # and inside the activities
+        assert [u["boundary"] for u in report["untested"]] == [
+            only_ends,
+            "effect:N.K (inside every activity)",
+        ]
     assert failing(report) == (set() if keyed else UNKEYED_FAILS), report["cells"]
     assert code == (0 if keyed else 1)
     assert report["reference"] == ["milk", "eggs"]

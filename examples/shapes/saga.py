@@ -24,12 +24,13 @@ with workflow.unsafe.imports_passed_through():
     from examples.shapes.build import OPTIONS, shape_worker
     from examples.shapes.ledger import record, workflow_key
 
-# As the sample's `longRunningActivity`, scaled down: every attempt fails at once, the retries
-# wait 0.2 s, then 0.8 s; the one after the third attempt (at about 1 s) would start 3.2 s later,
-# past the 2.5 s window: a second and a half to spare either way on a loaded machine.
-BANK_START_TO_CLOSE = timedelta(seconds=1)
-BANK_WINDOW = timedelta(seconds=2.5)
-BANK_RETRIES = RetryPolicy(initial_interval=timedelta(milliseconds=200), backoff_coefficient=4)
+# As the sample's `longRunningActivity` (4 s to start-to-close, 8 s to schedule-to-close): every
+# attempt fails at once, the retries wait 0.2 s, then 1.6 s; the one after the third attempt
+# (at about 1.8 s) would start 12.8 s later, past the window: for good, with seconds to spare
+# either way on a loaded machine.
+BANK_START_TO_CLOSE = timedelta(seconds=4)
+BANK_WINDOW = timedelta(seconds=8)
+BANK_RETRIES = RetryPolicy(initial_interval=timedelta(milliseconds=200), backoff_coefficient=8)
 
 
 class AccountActivities:

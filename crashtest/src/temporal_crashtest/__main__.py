@@ -70,7 +70,7 @@ from temporal_crashtest._model import NEW, OLD, Observe, Target
 from temporal_crashtest._observers.given import add_flags as observer_flags
 from temporal_crashtest._observers.given import check_given, settings_from
 from temporal_crashtest._points import GLOSSARY, Moment
-from temporal_crashtest._processes import ForkedServer, NotForked
+from temporal_crashtest._processes import ForkedServer, NotForked, kill_strays
 from temporal_crashtest._report import Cell, Report
 from temporal_crashtest._report_input import read_regular, read_report
 from temporal_crashtest._scaffold import scaffold
@@ -386,6 +386,12 @@ async def main(
         if not stopped:
             raise
         return 128 + stopped[0]
+    finally:
+        if left := kill_strays():  # started by the user's code, imported here: not a worker
+            say(
+                f"{len(left)} process(es) the workers' code started when it was imported here "
+                f"were still running (pid {', '.join(map(str, left))}): killed"
+            )
     return finish(args, report)
 
 

@@ -23,7 +23,12 @@ from temporalio.api.enums.v1 import (
     TimeoutType,
 )
 from temporalio.api.failure.v1 import Failure
-from temporalio.api.history.v1 import ActivityTaskScheduledEventAttributes, HistoryEvent
+from temporalio.api.history.v1 import (
+    ActivityTaskFailedEventAttributes,
+    ActivityTaskScheduledEventAttributes,
+    ActivityTaskTimedOutEventAttributes,
+    HistoryEvent,
+)
 from temporalio.client import WorkflowHistory
 
 from temporal_crashtest._interceptor import (
@@ -873,12 +878,17 @@ def activity_attempts(runs: list[RunHistory]) -> dict[tuple[str, str], int]:
                 started = e.activity_task_started_event_attributes
                 found[run.scope, ids.get(started.scheduled_event_id, "")] = started.attempt
         for e in run.history.events:
+            ended: ActivityTaskFailedEventAttributes | ActivityTaskTimedOutEventAttributes
             if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED:
-                failed = e.activity_task_failed_event_attributes
-                where = (run.scope, ids.get(failed.scheduled_event_id, ""))
-                window = failed.retry_state == RetryState.RETRY_STATE_TIMEOUT
-                if window and found.get(where, 1) > 1:
-                    found[where] = FAILS_BY_DESIGN
+                ended = e.activity_task_failed_event_attributes
+            elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
+                ended = e.activity_task_timed_out_event_attributes  # its window, mid-attempt
+            else:
+                continue
+            where = (run.scope, ids.get(ended.scheduled_event_id, ""))
+            window = ended.retry_state == RetryState.RETRY_STATE_TIMEOUT
+            if window and found.get(where, 1) > 1:
+                found[where] = FAILS_BY_DESIGN
     return found
 
 

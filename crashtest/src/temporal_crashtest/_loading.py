@@ -6,10 +6,16 @@ importable by name from the working directory (or PYTHONPATH): a module-level fu
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+import os
+import signal
+import sys
+import threading
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from types import FrameType
+from typing import Any, NoReturn, TypeVar
 
 from temporalio.client import Plugin
 from temporalio.converter import DataConverter
@@ -17,6 +23,49 @@ from temporalio.converter import DataConverter
 from temporal_crashtest._errors import InputError
 
 T = TypeVar("T")
+# A module's import takes seconds at most (a framework's); one that has not ended by then never
+# will (it sleeps, waits on a network or a lock, or reads stdin).
+IMPORT_TIMEOUT_S = 60.0
+
+
+class _Stopped(BaseException):
+    """An import that ended the process (`os._exit`) or outran IMPORT_TIMEOUT_S, stopped."""
+
+
+@contextlib.contextmanager
+def _guarded(what: str) -> Iterator[None]:
+    """Around the import of the user's module: one that exits the process (`sys.exit`,
+    `os._exit`), or does not end within IMPORT_TIMEOUT_S, is one InputError naming `what`, not
+    a crash test that ends silently, with any exit code (0 among them), or never."""
+    real_exit = os._exit
+
+    def no_exit(status: int) -> NoReturn:
+        raise _Stopped(f"called os._exit({status})")
+
+    def too_long(_sig: int, _frame: FrameType | None) -> None:
+        raise _Stopped(f"did not finish within {IMPORT_TIMEOUT_S:g} s")
+
+    timed = (
+        threading.current_thread() is threading.main_thread()
+        and hasattr(signal, "setitimer")
+        and not signal.getitimer(signal.ITIMER_REAL)[0]  # not another's timer (a test's)
+    )
+    before = signal.signal(signal.SIGALRM, too_long) if timed else None
+    if timed:
+        signal.setitimer(signal.ITIMER_REAL, IMPORT_TIMEOUT_S)
+    os._exit = no_exit
+    try:
+        yield
+    except SystemExit as err:
+        raise InputError(f"{what} exited when imported (sys.exit({err.code!r}))") from None
+    except _Stopped as err:
+        hint = " (a module that sleeps, waits on a network or a lock, or reads stdin?)"
+        raise InputError(f"{what}, imported, {err}{hint if 'within' in str(err) else ''}") from None
+    finally:
+        os._exit = real_exit
+        if timed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, before)
 
 
 def load(reference: str, what: str) -> Any:
@@ -24,7 +73,14 @@ def load(reference: str, what: str) -> Any:
     if not colon or not module_name or not attribute:
         raise InputError(f"{what} {reference!r}: expected MODULE:NAME, e.g. myapp.worker:build")
     try:
-        module = importlib.import_module(module_name)
+        with _guarded(f"{what} {reference!r}: {module_name!r}"):
+            module = (
+                sys.modules[module_name]
+                if module_name in sys.modules
+                else importlib.import_module(module_name)
+            )
+    except InputError:
+        raise
     except Exception as err:  # the user's module may fail to import in any way
         raise InputError(
             f"{what} {reference!r}: cannot import {module_name!r} "

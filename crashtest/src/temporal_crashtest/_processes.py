@@ -196,6 +196,38 @@ def kill_group(pid: int, token: str | None = None) -> list[int]:
     return escaped
 
 
+def children(pid: int) -> set[int]:
+    """The processes `pid` started, still running (none where /proc is missing)."""
+    found: set[int] = set()
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError, ValueError):
+                found |= {int(c) for c in (task / "children").read_text().split()}
+    return found
+
+
+def descendants(pid: int) -> set[int]:
+    """The processes `pid` started, and theirs, still running."""
+    found: set[int] = set()
+    waiting = [pid]
+    while waiting:
+        for child in children(waiting.pop()) - found:
+            found.add(child)
+            waiting.append(child)
+    return found
+
+
+def kill_strays() -> list[int]:
+    """SIGKILL every process this one started that is still running, and theirs, once the crash
+    test has stopped all of its own: what the user's code started when it was imported here (a
+    module that forks a helper at import); their pids."""
+    strays = sorted(descendants(os.getpid()))
+    for pid in strays:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return strays
+
+
 class Processes:
     """Starts `python ARGS` children with output to `<log_dir>/<name>.log`, and kills them all
     when asked (`kill_all`), whatever state they are in; each dies with this process, even if

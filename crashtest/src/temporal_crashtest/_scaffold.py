@@ -62,7 +62,7 @@ class _Named:
 
 @dataclass(frozen=True)
 class _Place:
-    """Where something is in the user's code, and what: `workflows/helpers.py:84 current_tool`."""
+    """Where something is in the user's code, and what: its file, its line, its text."""
 
     path: str
     line: int

@@ -82,16 +82,16 @@ export async function OrderAgent(item: string): Promise<string> {
 }
 
 // Temporal's saga sample (examples/shapes/saga.py's OpenAccount, with its options): the bank
-// account fails on every attempt until its 2.5 s window closes; then undo, in reverse order.
+// account fails on every attempt until its 8 s window closes; then undo, in reverse order.
 const steps = proxyActivities<typeof saga>({
   startToCloseTimeout: '30 seconds',
   heartbeatTimeout: '2 seconds',
   retry: { initialInterval: '200 milliseconds', maximumAttempts: 5 },
 });
 const { add_bank_account } = proxyActivities<typeof saga>({
-  startToCloseTimeout: '1 second',
-  scheduleToCloseTimeout: '2.5 seconds',
-  retry: { initialInterval: '200 milliseconds', backoffCoefficient: 4 },
+  startToCloseTimeout: '4 seconds',
+  scheduleToCloseTimeout: '8 seconds',
+  retry: { initialInterval: '200 milliseconds', backoffCoefficient: 8 },
 });
 
 export async function OpenAccount(account: string): Promise<void> {

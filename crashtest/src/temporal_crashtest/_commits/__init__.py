@@ -11,7 +11,8 @@ imported (`install`), one module per library:
 
 - `with_psycopg`: psycopg 3, sync and async, plain connections and pools (a pool's connection is
   a psycopg connection): a write in autocommit mode, `commit()`, a `with conn.transaction()`
-  block's end, `with conn:`'s end;
+  block's end, `with conn:`'s end, a `COPY ... FROM` block, pipeline mode (each write taken to
+  have written: its row count comes later);
 - `with_asyncpg`: asyncpg, connections and pools, `execute`/`fetch*`/prepared statements, a
   statement outside a transaction or a transaction's commit;
 - `with_sqlite3`: sqlite3 (and what is built on it, as aiosqlite), a connection's `commit`,
@@ -21,8 +22,9 @@ SQLAlchemy sessions and engines are seen through the driver under them (psycopg,
 sqlite3). What a write is: a statement that changed a row (psycopg's and asyncpg's command tag
 `INSERT`/`UPDATE`/`DELETE`/`MERGE`/`COPY` with a row count above 0, sqlite3's `total_changes`;
 asyncpg's `fetch*` by their SQL, which has no tag). A transaction that only read is no effect; a
-rolled-back one is none. Not seen: psycopg's pipeline mode and `COPY` blocks, a driver not listed
-(mark its commits with `temporal_crashtest.effect`).
+rolled-back one is none. Not seen: a driver not listed (mark its commits with
+`temporal_crashtest.effect`). Nothing here changes what the user's code sees: the watch reads
+only what the library has already done.
 
 Which connection has uncommitted writes is kept here (`wrote`, `settled`, `rolled_back`), by
 connection, for as long as the connection lives. To add a library: a module with
@@ -95,6 +97,14 @@ def command_of(query: str) -> str:
         writes = re.findall(r"\b(insert|update|delete|merge)\b", query, re.IGNORECASE)
         return writes[0].upper() if writes else command
     return command
+
+
+_COPY_OUT = re.compile(r"\bto\s+(?:stdout\b|program\b|')", re.IGNORECASE)
+
+
+def copies_out(query: str) -> bool:
+    """Whether a statement is a `COPY ... TO` (it reads: its rows go out, none is written)."""
+    return command_of(query) == "COPY" and _COPY_OUT.search(query) is not None
 
 
 def tag_of(status: str | None) -> tuple[str, int]:

@@ -1,17 +1,28 @@
 """psycopg 3's commits, sync and async (pools hand out the same connections): after each
-statement a cursor runs, the rows it changed; after it, `commit()`, `rollback()` and a
-`transaction()` block's end, whether the connection is still in a transaction."""
+statement a cursor runs, the rows it changed (in pipeline mode, where they are known only later,
+each statement that writes is taken to have written); after a `COPY ... FROM` block, the rows it
+copied in; after `commit()`, `rollback()`, a `transaction()` block's end and a pipeline's sync
+or end, whether the connection is still in a transaction."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import psycopg
 from psycopg import pq, sql
 
-from temporal_crashtest._commits import WRITES, rolled_back, settled, tag_of, wrote
+from temporal_crashtest._commits import (
+    WRITES,
+    command_of,
+    copies_out,
+    rolled_back,
+    settled,
+    tag_of,
+    wrote,
+)
 
 _IDLE = pq.TransactionStatus.IDLE
 _FAILED = pq.TransactionStatus.INERROR
@@ -33,10 +44,20 @@ def _text(query: Any, cursor: Any) -> str:
 
 
 def _ran(cursor: Any, query: Any, *rest: Any) -> None:
-    command, _ = tag_of(cursor.statusmessage)
     conn = cursor.connection
-    if command in WRITES and cursor.rowcount > 0:
-        wrote(conn, _text(query, cursor))
+    text = _text(query, cursor)
+    if getattr(conn, "_pipeline", None) is not None:  # its results come at the next sync
+        if command_of(text) in WRITES and not copies_out(text):
+            wrote(conn, text)
+        return
+    command, _ = tag_of(cursor.statusmessage)
+    if command in WRITES and cursor.rowcount > 0 and not copies_out(text):
+        wrote(conn, text)
+    settled(conn, _in_transaction(conn))
+
+
+def _synced(pipeline: Any, *rest: Any) -> None:
+    conn = pipeline._conn
     settled(conn, _in_transaction(conn))
 
 
@@ -118,6 +139,32 @@ def _forget(conn: Any, *args: Any) -> None:
     rolled_back(conn)
 
 
+def _its_pipelines_connection(pipeline: Any) -> Any:
+    return pipeline._conn
+
+
+def _watched_copy(original: Callable[..., Any]) -> Callable[..., Any]:
+    """`Cursor.copy`: once its block ends, the rows a `COPY ... FROM` copied in."""
+
+    @contextlib.contextmanager
+    def copy(self: Any, statement: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        with original(self, statement, *args, **kwargs) as copying:
+            yield copying
+        _ran(self, statement)
+
+    return copy
+
+
+def _watched_async_copy(original: Callable[..., Any]) -> Callable[..., Any]:
+    @contextlib.asynccontextmanager
+    async def copy(self: Any, statement: Any, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        async with original(self, statement, *args, **kwargs) as copying:
+            yield copying
+        _ran(self, statement)
+
+    return copy
+
+
 def install() -> None:
     for name in ("execute", "executemany"):
         setattr(psycopg.Cursor, name, _sync(getattr(psycopg.Cursor, name), _ran))
@@ -130,3 +177,12 @@ def install() -> None:
     psycopg.AsyncTransaction.__aexit__ = _async_end(  # type: ignore[method-assign]
         psycopg.AsyncTransaction.__aexit__, _its_connection
     )
+    pipeline, async_pipeline = psycopg.Pipeline, psycopg.AsyncPipeline
+    pipeline.sync = _sync(pipeline.sync, _synced)  # type: ignore[method-assign]
+    async_pipeline.sync = _async(async_pipeline.sync, _synced)  # type: ignore[method-assign]
+    pipeline.__exit__ = _sync_end(pipeline.__exit__, _its_pipelines_connection)  # type: ignore[method-assign]
+    async_pipeline.__aexit__ = _async_end(  # type: ignore[method-assign]
+        async_pipeline.__aexit__, _its_pipelines_connection
+    )
+    psycopg.Cursor.copy = _watched_copy(psycopg.Cursor.copy)  # type: ignore[method-assign]
+    psycopg.AsyncCursor.copy = _watched_async_copy(psycopg.AsyncCursor.copy)  # type: ignore[method-assign]

@@ -131,6 +131,9 @@ class WireProxy:
         self._server: grpc.aio.Server | None = None
         self._channel: grpc.aio.Channel | None = None
         self._methods: dict[str, Any] = {}
+        # Calls forwarded alone that the server refused (a task's end it no longer takes: its
+        # timeout came first, on a loaded machine): the moment they stood for was not made.
+        self.lost_alone: list[str] = []
 
     async def start(self) -> str:
         self._channel = self.upstream.channel()
@@ -211,9 +214,13 @@ class WireProxy:
         one of them while its caller is connected, so one call may remain."""
         await self.cut_off(leaving=1)
         call = self._call(method)
-        response: bytes = await call(
-            request, metadata=self.upstream.metadata, timeout=ALONE_TIMEOUT_S
-        )
+        try:
+            response: bytes = await call(
+                request, metadata=self.upstream.metadata, timeout=ALONE_TIMEOUT_S
+            )
+        except grpc.aio.AioRpcError as err:
+            self.lost_alone.append(f"{method.rpartition('/')[2]}: {err.details()}")
+            raise
         return await self._answered(method, request, response)
 
     async def cut_off(self, leaving: int = 0) -> None:

@@ -19,7 +19,7 @@ import os
 import secrets
 from pathlib import Path
 
-from temporal_crashtest._processes import carriers
+from temporal_crashtest._processes import carriers, descendants
 
 ADMIT_WAIT_S = 2.0  # how long an unknown peer waits for its worker to be admitted (a fork's pid)
 _PROC = Path("/proc")
@@ -115,23 +115,3 @@ def _holds(pid: int, inode: int) -> bool:
             if os.readlink(fd) == wanted:
                 return True
     return False
-
-
-def descendants(pid: int) -> set[int]:
-    """The processes `pid` started, and theirs, still running (a child that left the process
-    group is among them while its parent lives)."""
-    found: set[int] = set()
-    waiting = [pid]
-    while waiting:
-        parent = waiting.pop()
-        try:
-            tasks = list((_PROC / str(parent) / "task").iterdir())
-        except OSError:
-            continue
-        for task in tasks:
-            with contextlib.suppress(OSError, ValueError):
-                for child in (task / "children").read_text().split():
-                    if int(child) not in found:
-                        found.add(int(child))
-                        waiting.append(int(child))
-    return found
