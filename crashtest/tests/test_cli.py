@@ -8,6 +8,7 @@ import ast
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import APPS
 from temporal_crashtest._devserver import DYNAMIC_CONFIG, PrivateDevServer, listening
+from temporal_crashtest._errors import InputError
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "temporal_crashtest"
 NOTES = ["--worker", "notes_app:build", "--workflow", "notes_app:NotesWorkflow",
@@ -94,13 +96,20 @@ def test_bad_input_is_one_line(app_env: dict[str, str], tmp_path: Path) -> None:
         (["--expect", "new"], "expecting the new version's state is for a deploy test"),
         (["--deploy-tree", "base"], "a source tree for the deployed version, and no"),
         (["--worker-tree", "nowhere"], "--worker-tree "),
+        # A module that ends the process when imported: one line, exit 2 (os._exit was a
+        # silent exit 0: "every cell matches" to CI).
+        (["--worker", "exiting_app:build"], "'exiting_app' exited when imported (sys.exit(3))"),
+        (["--worker", "exiting_app:build", "EXIT_HOW=os"], "imported, called os._exit(0)"),
     ]:
         args = list(NOTES)
+        env = app_env
+        if change[-1].startswith("EXIT_HOW="):
+            env = {**app_env, "EXIT_HOW": change.pop().partition("=")[2]}
         if change[0] in args:
             args[args.index(change[0]) + 1] = change[1]
         else:
             args += change
-        done = crashtest(args, app_env, tmp_path, timeout=60)
+        done = crashtest(args, env, tmp_path, timeout=60)
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
         assert last_line(done).startswith("crashtest: error: ") and message in last_line(done)
 
@@ -243,3 +252,19 @@ def test_the_advice_names_the_library_behind_a_thread() -> None:
     assert "OPENBLAS_NUM_THREADS=1" in blas and "import it inside the activity" in blas
     assert "in the worker factory" in _advice(["native thread 'tokio-runtime-w'"])
     assert "move the import" in _advice(["Python thread 'metrics-flusher'"])
+
+
+def test_an_import_that_never_ends_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module that sleeps (waits on a network, a lock, stdin) when imported left the command
+    silent for ever; after IMPORT_TIMEOUT_S it is one line."""
+    from temporal_crashtest import _loading
+
+    monkeypatch.setattr(_loading, "IMPORT_TIMEOUT_S", 0.3)
+    monkeypatch.syspath_prepend(str(APPS))
+    left = signal.setitimer(signal.ITIMER_REAL, 0)[0]  # pytest-timeout's, put back after
+    try:
+        with pytest.raises(InputError, match=r"imported, did not finish within 0.3 s \(a modu"):
+            _loading.load("sleepy_import_app:build", "the worker factory")
+    finally:
+        if left:
+            signal.setitimer(signal.ITIMER_REAL, left)

@@ -24,6 +24,7 @@ CANNOT_IMPORT = "cannot import the worker: "  # how a fork server says its impor
 # A fork server's imports (the workers' code, the SDK, a framework) take a few seconds; one that
 # has not said it is ready by then never will (a module that waits at import).
 IMPORT_TIMEOUT_S = 60.0
+TAIL_BYTES = 64 * 1024  # how much of a process's log is read for its last line
 
 
 class Child(Protocol):
@@ -371,9 +372,17 @@ class Processes:
         return path.read_text(errors="replace") if path.exists() else ""
 
     def last_line(self, name: str) -> str:
-        """The last line a process wrote."""
-        lines = self.log(name).strip().splitlines()
-        return lines[-1] if lines else "(no output)"
+        """The last line a process wrote (read from the end of its log: a worker that printed
+        megabytes is not read whole)."""
+        path = self.log_dir / f"{name}.log"
+        try:
+            with path.open("rb") as log:
+                log.seek(max(0, log.seek(0, os.SEEK_END) - TAIL_BYTES))
+                tail = log.read().decode(errors="replace")
+        except OSError:
+            tail = ""
+        lines = tail.strip().splitlines()
+        return lines[-1][-TAIL_BYTES // 16 :] if lines else "(no output)"
 
     async def wait(self, proc: Child, limit_s: float | None) -> int:
         """Its exit code, once it has exited (stopped if `limit_s` runs out first: TimeoutError;

@@ -92,10 +92,15 @@ async def _past_the_deadline(
     """Why a run has not ended in time: a worker that never polled, or what the run waits
     on."""
     if not worker.status.ready.is_set():
+        question = (
+            "does the worker command connect to TEMPORAL_ADDRESS (crashtest's proxy) and poll "
+            "TEMPORAL_TASK_QUEUE, from its environment?"
+            if worker.proxy is not None
+            else "is the factory (--worker) still building it?"
+        )
         return CellFailed(
-            f"the worker did not start polling within {session.deadline_s:g} s: "
-            "is the factory (--worker) still building it? Its last line: "
-            f"{session.workers.last_line(worker)}"
+            f"the worker did not start polling within {session.deadline_s:g} s: {question} "
+            f"Its last line: {session.workers.last_line(worker)}"
         )
     waits = await what_it_waits_on(run.handle, killed)
     failed = [why for _, why in worker.status.task_failures.values()]

@@ -75,8 +75,11 @@ class Peers:
         family = set(self.pids)
         for pid in list(family):
             family |= descendants(pid)
-        family |= set(carriers(self.token))
-        return next((pid for pid in family if _holds(pid, inode)), None)
+        found = next((pid for pid in family if _holds(pid, inode)), None)
+        if found is not None:
+            return found
+        # One that left the worker's tree (a daemon): found by its token, every process read.
+        return next((pid for pid in carriers(self.token) if _holds(pid, inode)), None)
 
 
 def _port_of(peer: str) -> int | None:
