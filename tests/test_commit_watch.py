@@ -11,9 +11,10 @@ import json
 
 import pytest
 
-from tests.helpers import child_env, run_python
+from tests.helpers import ROOT, child_env, run_python
 
 pytestmark = pytest.mark.servers
+PROGRAM = ROOT / "crashtest" / "tests" / "commit_watch.py"  # crashtest's own: its private parts
 # Each operation, and the effects it makes under the watch. Pipeline mode and COPY were not
 # seen at all (their commits were no crash points).
 EFFECTS = {
@@ -36,7 +37,7 @@ EFFECTS = {
 def test_the_watch_changes_nothing_the_user_sees_and_sees_each_commit(db_url: str) -> None:
     seen = {}
     for mode in ("plain", "watched"):
-        done = run_python(["-m", "tests.programs.commit_watch", mode], child_env(db_url))
+        done = run_python([str(PROGRAM), mode], child_env(db_url))
         assert done.returncode == 0, done.stderr
         seen[mode] = [json.loads(line) for line in done.stdout.splitlines()]
     plain, watched = seen["plain"], seen["watched"]

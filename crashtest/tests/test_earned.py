@@ -196,7 +196,7 @@ def test_a_failure_whose_retry_would_start_past_the_window_is_for_good_on_the_wi
             backoff=timedelta(seconds=backoff_s),
         )  # fmt: skip
 
-    assert _for_good(task(now + timedelta(seconds=1)), method, _failed())
+    assert _for_good(task(now + timedelta(seconds=2.5)), method, _failed())
     assert not _for_good(task(now + timedelta(seconds=60)), method, _failed())
     assert not _for_good(task(None), method, _failed())
     # The failure's own next retry delay stands in for the policy's backoff.

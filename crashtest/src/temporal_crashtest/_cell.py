@@ -100,6 +100,11 @@ class _CrashedRun:
             if e["root"] == self.workflow_id
         )
 
+    def refused(self) -> int:
+        """Kills on the wire whose call the server no longer took when it was forwarded alone
+        (its timeout came first): the run did not make that moment, as load's doing."""
+        return sum(len(w.proxy.lost_alone) for w in self.workers if w.proxy is not None)
+
     def overran(self) -> tuple[str, ...]:
         """The attempts its workers still ran when the server began their next (`_status`)."""
         return tuple(
@@ -186,10 +191,7 @@ async def crashed_run(
     one = stages[0] if len(set(stages)) == 1 else None  # a group: no one point's
     overran = len(outcome.overran)
     recovery = read_waits(tree, kills, one, reference, short, fast, lost_ended, overran)
-    # A kill on the wire whose call the server no longer took when it was forwarded alone (its
-    # timeout came first): the run did not make that moment, as load's doing (run it again).
-    refused = sum(len(w.proxy.lost_alone) for w in this.workers if w.proxy is not None)
-    recovery = replace(recovery, unexplained=recovery.unexplained + refused)
+    recovery = replace(recovery, unexplained=recovery.unexplained + this.refused())
     return replace(outcome, recovery_s=ended_at - kills[0].seen_at, recovery=recovery)
 
 

@@ -1,9 +1,10 @@
-"""`python -m tests.programs.commit_watch plain|watched`: what user code sees of psycopg (results,
+"""`python commit_watch.py plain|watched`: what user code sees of psycopg (results,
 row counts, status messages, errors), each way it commits — pipeline mode, COPY in and out, a
 server-side cursor, autocommit, a connection used from several threads, `executemany` with
 `returning`, a transaction block that raises, a failed statement, a closed connection, async
 pipeline and COPY — printed as JSON, one object a line; `watched`: with crashtest's watch of the
-commits installed, as in a worker, and the effects said during each operation."""
+commits installed, as in a worker, and the effects said during each operation. The project's
+tests run it on their Postgres (tests/test_commit_watch.py)."""
 
 from __future__ import annotations
 
