@@ -311,11 +311,14 @@ class Lab:
             return self.grocer
 
     def _observer(self, grocer: LabGrocer) -> Callable[[str], Awaitable[dict[str, Any]]]:
-        """The final state, with the orders the lab's grocer holds under the run's reference."""
+        """The final state, with the orders the lab's grocer holds under the run's reference.
+        crashtest calls it in a thread with an event loop of its own: it opens a connection of
+        its own (the lab's pool belongs to the lab's loop; its lock, taken from several loops
+        at once, raised "bound to a different event loop")."""
 
         async def observe(workflow_id: str) -> dict[str, Any]:
             async with Grocer(GrocerClient(grocer.url, grocer.api_key), KEY_TTL_S) as at_grocer:
-                async with self.pool.connection() as conn:
+                async with await connect_postgres(self.db_url) as conn:
                     return (await read_run_state(conn, workflow_id, at_grocer)).comparable()
 
         return observe
