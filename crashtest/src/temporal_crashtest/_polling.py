@@ -221,10 +221,12 @@ async def progress_of(
                     f"activity {a.activity_type.name}{what} cannot run on this worker "
                     f"(attempt {a.attempt}): {first}"
                 )
-        if (unpolled := await _unpolled(client, run, ready_for_s, queues)) is not None:
-            return unpolled
+        # Held by Worker Versioning on a version whose workers are gone: the cause, whatever
+        # polls the queue (a loaded server can show no poller of the live version for a while).
         if ready_for_s is not None and (pinned := _pinned_elsewhere(run, build_id)):
             return Stuck(pinned)
+        if (unpolled := await _unpolled(client, run, ready_for_s, queues)) is not None:
+            return unpolled
         if (
             raw.HasField("pending_workflow_task")
             or raw.pending_activities
