@@ -174,7 +174,7 @@ def test_no_product_function_is_over_60_lines() -> None:
 # the tool, the tool nothing of ours): (the tool's file, the product's file, the function).
 TWINS = [
     ("crashtest/src/temporal_crashtest/_exits.py", "infra/cli.py", "exit_now"),
-    ("crashtest/src/temporal_crashtest/_devserver.py", "infra/processes.py", "listening"),
+    ("crashtest/src/temporal_crashtest/_run/devserver.py", "infra/processes.py", "listening"),
 ]
 
 

@@ -57,9 +57,10 @@ def module_file(dotted: list[str]) -> Path | None:
 
 def _defines(module: Path, name: str) -> bool:
     """Whether `module` defines `name`: a function, a class or an assignment at any depth, or
-    a public name a package imports on first use (`"effect": "_effects",` in its `_WHERE`)."""
+    a public name a package imports on first use (`"effect": "_worker.effects",` in its
+    `_WHERE`)."""
     pattern = rf"^\s*(?:async\s+def|def|class)\s+{re.escape(name)}\b|^\s*{re.escape(name)}\s*[:=]"
-    pattern += rf'|^\s*"{re.escape(name)}":\s*"_\w+",$'
+    pattern += rf'|^\s*"{re.escape(name)}":\s*"_[\w.]+",$'
     return re.search(pattern, module.read_text(), re.MULTILINE) is not None
 
 

@@ -183,8 +183,8 @@ async def async_ways(url: str) -> None:
 
 def main(mode: str) -> None:
     if mode == "watched":
-        from temporal_crashtest._effects import attempting
-        from temporal_crashtest.worker import watch_effects
+        from temporal_crashtest._worker.effects import attempting
+        from temporal_crashtest._worker.process import watch_effects
 
         watch_effects()
         attempting(Attempt())

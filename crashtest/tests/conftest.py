@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from temporal_crashtest._devserver import LOCAL_SERVER, PrivateDevServer, listening
+from temporal_crashtest._run.devserver import LOCAL_SERVER, PrivateDevServer, listening
 
 APPS = Path(__file__).parent / "apps"
 

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from temporal_crashtest._observers.http import SENDER, Sender, install_from_env
+from temporal_crashtest._worker.http_record import SENDER, Sender, install_from_env
 
 SECRET = {"Authorization": "Bearer sk-planted-header-secret-4242"}
 QUERY = "?api_key=planted-query-secret-4242"

@@ -13,8 +13,8 @@ import sys
 import threading
 
 import httpx
-from temporal_crashtest._effects import attempting
-from temporal_crashtest._observers.http import Sender, install_from_env, set_sender
+from temporal_crashtest._worker.effects import attempting
+from temporal_crashtest._worker.http_record import Sender, install_from_env, set_sender
 
 
 class Attempt:

@@ -13,7 +13,7 @@ from typing import Any
 
 import temporal_crashtest
 from temporal_crashtest import pytest_plugin
-from temporal_crashtest.__main__ import parse_args
+from temporal_crashtest._front.cli import parse_args
 
 
 def test_every_public_name_resolves() -> None:

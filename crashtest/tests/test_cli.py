@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 from conftest import APPS
-from temporal_crashtest._devserver import DYNAMIC_CONFIG, PrivateDevServer, listening
 from temporal_crashtest._errors import InputError
+from temporal_crashtest._run.devserver import DYNAMIC_CONFIG, PrivateDevServer, listening
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "temporal_crashtest"
 NOTES = ["--worker", "notes_app:build", "--workflow", "notes_app:NotesWorkflow",
@@ -246,7 +246,7 @@ def test_a_plugin_function_is_called_once_per_process(
 
 def test_the_advice_names_the_library_behind_a_thread() -> None:
     """numpy's OpenBLAS pool (pandas imports it) is the usual thread started at import."""
-    from temporal_crashtest._forkserver import _advice
+    from temporal_crashtest._run.forkserver import _advice
 
     blas = _advice(["native thread 'openblas_thread'", "native thread 'openblas_thread'"])
     assert "OPENBLAS_NUM_THREADS=1" in blas and "import it inside the activity" in blas

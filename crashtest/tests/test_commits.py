@@ -1,6 +1,6 @@
-"""The database commits a worker sees as effects (`_commits`), through sqlite3 (a real database
-in a file): a committed write is one effect, named by its tables; a read, a rolled-back write
-and a write not yet committed are none. (psycopg, asyncpg and SQLAlchemy are crash-tested end
+"""The database commits a worker sees as effects (`_worker.commits`), through sqlite3 (a real
+database in a file): a committed write is one effect, named by its tables; a read, a rolled-back
+write and a write not yet committed are none. (psycopg, asyncpg and SQLAlchemy are crash-tested end
 to end on Postgres in the project's tests/test_crashtest_shapes.py::test_every_commit_kind.)"""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from temporal_crashtest import _commits as commits
-from temporal_crashtest._commits import command_of, install, table_of, tag_of
-from temporal_crashtest._effects import attempting, done
+from temporal_crashtest._worker import commits as commits
+from temporal_crashtest._worker.commits import command_of, install, table_of, tag_of
+from temporal_crashtest._worker.effects import attempting, done
 
 
 class Said(list[str]):

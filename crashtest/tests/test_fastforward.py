@@ -11,14 +11,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from temporal_crashtest._interceptor import (
-    Attempt,
-    CrashSite,
-    Stamp,
-    crash_line,
-)
-from temporal_crashtest._points import Moment
-from temporal_crashtest._status import StatusWriter, WorkerStatus
+from temporal_crashtest._points.points import Moment
+from temporal_crashtest._points.sites import CrashSite, Stamp
+from temporal_crashtest._worker.interceptor import Attempt, crash_line
+from temporal_crashtest._worker.status import StatusWriter, WorkerStatus
 from temporalio import activity
 from temporalio.common import RetryPolicy
 from temporalio.testing import ActivityEnvironment

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from temporal_crashtest._groups import _Splits, first_groups, groupable, run_order
-from temporal_crashtest._history import Boundary
-from temporal_crashtest._model import CellPoint
-from temporal_crashtest._points import Moment
+from temporal_crashtest._history.tree import Boundary
+from temporal_crashtest._plan.groups import _Splits, first_groups, groupable, run_order
+from temporal_crashtest._plan.reference import CellPoint
+from temporal_crashtest._points.points import Moment
 
 START = datetime(2026, 12, 1)
 

@@ -15,17 +15,14 @@ from pathlib import Path
 
 import pytest
 from temporal_crashtest import HttpObserver
-from temporal_crashtest._http.urls import masked_path
-from temporal_crashtest._observers.http import (
+from temporal_crashtest._observers.http import observed, requests_of, start_record, unattributed
+from temporal_crashtest._worker.http.urls import masked_path
+from temporal_crashtest._worker.http_record import (
     LOG_NAME,
     Sender,
     _Recorder,
     _Settings,
-    observed,
-    requests_of,
     set_sender,
-    start_record,
-    unattributed,
 )
 
 PROGRAM = Path(__file__).parent / "http_libraries.py"

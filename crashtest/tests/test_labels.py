@@ -5,7 +5,7 @@ payments example's `charge#2 (acme inv-2)`, tests/test_crashtest.py.)"""
 
 from __future__ import annotations
 
-from temporal_crashtest._history import call_hints
+from temporal_crashtest._history.tree import call_hints
 
 PROMPT = "You are a grocery planner. Think step by step, then call the tools you need."
 

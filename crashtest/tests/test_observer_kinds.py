@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pytest
 from temporal_crashtest import CrashTestOptions
-from temporal_crashtest.__main__ import parse_args
 from temporal_crashtest._errors import InputError
-from temporal_crashtest._observers import HALVES_ENV, Add, Kind, given, in_worker
+from temporal_crashtest._front.cli import parse_args
+from temporal_crashtest._observers import Add, Kind, given
 from temporal_crashtest._observers.function import UsersView
+from temporal_crashtest._worker import halves as in_worker
+from temporal_crashtest._worker.halves import HALVES_ENV
 from temporal_crashtest.pytest_plugin import _command, every_option
 
 LEDGER_ENV = "TOY_LEDGER"  # the half's settings: the file it appends an attempt's line to
@@ -117,3 +119,14 @@ def test_a_kind_in_the_row_observes_and_has_its_half_in_the_worker(
     assert asyncio.run(alone.state("wf-2")) == []
     with pytest.raises(InputError, match="observers given twice: ledger"):
         given.observers_for(None, (LedgerObserver("a"), LedgerObserver("b")), tmp_path, 5.0)
+
+
+def test_the_http_observers_half_is_a_module_with_its_two_calls(tmp_path: Path) -> None:
+    import importlib
+
+    from temporal_crashtest import HttpObserver
+
+    half = HttpObserver().observer(tmp_path, 1.0).half
+    assert half is not None
+    module = importlib.import_module(half)
+    assert callable(module.install_from_env) and callable(module.attempt_started)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from temporal_crashtest import CrashTestOptions, Target
-from temporal_crashtest.__main__ import parse_args
+from temporal_crashtest._front.cli import parse_args
 from temporal_crashtest._observers.given import KINDS
 from temporal_crashtest.pytest_plugin import OWN, _command, every_option
 
@@ -113,7 +113,7 @@ crashtest/tests/test_options.py` writes it again.
 
 def options_page() -> str:
     """The options reference, from the `run` command's parser."""
-    from temporal_crashtest.__main__ import command_line
+    from temporal_crashtest._front.cli import command_line
 
     rows = []
     for action in command_line()[1]._actions:

@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from temporal_crashtest._devserver import listening
+from temporal_crashtest._run.devserver import listening
 
 HOSTILE_INPUT = json.dumps(["milk\n::add-mask::SECRET", "eggs\x1b[2J\x07"])
 NOTES = ["--worker", "notes_app:build", "--workflow", "notes_app:NotesWorkflow"]
@@ -239,9 +239,10 @@ def test_hostile_strings_through_every_writer() -> None:
     """Each writer (terminal, Markdown, JUnit, JSON, HTML) of a report whose every text is
     hostile: no raw control character, no line that starts a workflow command, no HTML tag or
     Markdown link of the user's, no link that is not http(s)."""
-    from temporal_crashtest._ci import junit_xml
-    from temporal_crashtest._html import html_report
-    from temporal_crashtest._report import Cell, Report, Untested
+    from temporal_crashtest._points.points import Untested
+    from temporal_crashtest._report.ci import junit_xml
+    from temporal_crashtest._report.html import html_report
+    from temporal_crashtest._report.report import Cell, Report
 
     for text in HOSTILE:
         cells = [Cell(workflow_id=text, crash_at=text, activity=text, matches=False,
@@ -275,7 +276,7 @@ def test_a_fork_server_whose_imports_hang_gives_up(app_env: dict[str, str], tmp_
     import asyncio
     import os
 
-    from temporal_crashtest._processes import CANNOT_IMPORT, Processes
+    from temporal_crashtest._run.processes import CANNOT_IMPORT, Processes
 
     async def start() -> str | None:
         procs = Processes(tmp_path, app_env)
@@ -299,8 +300,8 @@ def test_the_page_draws_the_run_without_a_crash_once() -> None:
     reference again in every cell (42 s, 1.9 GB, a MemoryError). It is drawn once and shown in
     each cell by reference; a crashed run's own timeline is drawn up to a budget of bars, the
     rest left out in one line."""
-    from temporal_crashtest._html import MAX_BARS, html_report
-    from temporal_crashtest._report import Cell, Report
+    from temporal_crashtest._report.html import MAX_BARS, html_report
+    from temporal_crashtest._report.report import Cell, Report
 
     def timeline(name: str, bars: int) -> dict[str, object]:
         return {"workflow_id": name, "run_id": "r", "length": bars * 0.01 + 1, "marks": [],
@@ -326,7 +327,7 @@ def test_the_page_draws_the_run_without_a_crash_once() -> None:
 def test_an_unknown_argument_is_shown_as_text(capsys: pytest.CaptureFixture[str]) -> None:
     """An argument `run` did not know was echoed as it was: its escape codes reached the
     terminal."""
-    from temporal_crashtest.__main__ import command_line
+    from temporal_crashtest._front.cli import command_line
 
     with pytest.raises(SystemExit) as ended:
         command_line()[0].parse_args(["run", "--workflow", "W", "--input", "1", "\x1b[2J\x07"])

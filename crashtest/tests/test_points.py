@@ -7,10 +7,10 @@ import re
 
 import pytest
 from temporal_crashtest._errors import CrashPointError
-from temporal_crashtest._history import Boundary, Tree, scope_names
-from temporal_crashtest._interceptor import CrashSite
-from temporal_crashtest._model import Reference
-from temporal_crashtest._points import GLOSSARY, SYNTAX, CrashPoint, Moment
+from temporal_crashtest._history.tree import Boundary, Tree, scope_names
+from temporal_crashtest._plan.reference import Reference
+from temporal_crashtest._points.points import GLOSSARY, SYNTAX, CrashPoint, Moment
+from temporal_crashtest._points.sites import CrashSite
 
 
 def test_scopes_are_named_by_their_place_in_the_tree() -> None:

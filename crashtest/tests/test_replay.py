@@ -1,5 +1,6 @@
-"""The replay pass's search (`_replay._first_blocked`), in process: a cut holds every shorter one,
-so the first blocked cut is found in log2(cuts) replays and every other cut's answer follows."""
+"""The replay pass's search (`_worker.replay._first_blocked`), in process: a cut holds every
+shorter one, so the first blocked cut is found in log2(cuts) replays and every other cut's answer
+follows."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from temporal_crashtest._replay import Replayed, _first_blocked
+from temporal_crashtest._worker.replay import Replayed, _first_blocked
 
 
 def search(cuts: int, blocked_from: int | None) -> tuple[list[Replayed], list[int]]:

@@ -1,5 +1,5 @@
 """When a cell is run again because of load: in process (no server), the run replaced by a
-script of outcomes, so each rule of `_cell.through_load` is seen on its own; and for real,
+script of outcomes, so each rule of `_run.cell.through_load` is seen on its own; and for real,
 on a workflow whose replay load makes fail the deadlock check. The crash
 tests of the suite run it for real; a deadlock on a loaded CI runner is what it was made for
 (deepagents, after-checkpoint:2: six workflow tasks in a row failed the SDK's 2 s check)."""
@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from temporal_crashtest._cell import LOADED_RERUNS, Outcome, through_load
 from temporal_crashtest._errors import CellFailed
-from temporal_crashtest._polling import DEADLOCK
-from temporal_crashtest._recovery import Recovery
+from temporal_crashtest._run.cell import LOADED_RERUNS, Outcome, through_load
+from temporal_crashtest._run.recovery.kills import Recovery
+from temporal_crashtest._worker.task_failures import DEADLOCK
 
 STUCK = f"the workflow task fails on the worker: {DEADLOCK} Potential deadlock detected"
 HELD = "1 attempt(s) it held failed at once, to be retried"

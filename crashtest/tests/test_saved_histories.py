@@ -10,15 +10,14 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from temporal_crashtest._history import (
-    RunHistory,
+from temporal_crashtest._history.load import (
     activity_attempts,
-    read_tree,
-    recovery_waits,
     unexplained_activity_attempts,
     unexplained_task_timeouts,
 )
-from temporal_crashtest._interceptor import ROOT_SCOPE
+from temporal_crashtest._history.tree import RunHistory, read_tree
+from temporal_crashtest._history.waits import recovery_waits
+from temporal_crashtest._points.sites import ROOT_SCOPE
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 

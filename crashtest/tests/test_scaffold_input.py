@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import APPS
 from temporal_crashtest._errors import InputError
-from temporal_crashtest._scaffold import scaffold
+from temporal_crashtest._front.scaffold import scaffold
 
 sys.path.insert(0, str(APPS))
 WORKFLOW = "hostile_defaults_app:HostileDefaults"

@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 from temporal_crashtest._errors import InputError
-from temporal_crashtest._model import CellPoint
-from temporal_crashtest._points import Moment
-from temporal_crashtest._report import Cell, Report, Untested
-from temporal_crashtest._report_input import read_report
-from temporal_crashtest._shards import merge_reports, parse_shard, shard_points
+from temporal_crashtest._plan.reference import CellPoint
+from temporal_crashtest._plan.shards import parse_shard, shard_points
+from temporal_crashtest._points.points import Moment, Untested
+from temporal_crashtest._report.input import read_report
+from temporal_crashtest._report.merge import merge_reports
+from temporal_crashtest._report.report import Cell, Report
 from test_cli import NOTES
 from test_groups import points, sequence
 

@@ -6,8 +6,11 @@ from dataclasses import replace
 
 import pytest
 from temporal_crashtest._errors import CrashPointError
-from temporal_crashtest._history import Tree
-from temporal_crashtest._interceptor import (
+from temporal_crashtest._history.tree import Tree
+from temporal_crashtest._plan.compare import differences, short
+from temporal_crashtest._plan.reference import Reference
+from temporal_crashtest._points.points import Moment, Untested
+from temporal_crashtest._points.sites import (
     ROOT_SCOPE,
     CrashSite,
     Stamp,
@@ -16,9 +19,7 @@ from temporal_crashtest._interceptor import (
     encode,
     next_run,
 )
-from temporal_crashtest._model import Reference
-from temporal_crashtest._points import Moment
-from temporal_crashtest._report import Report, Untested, differences, short
+from temporal_crashtest._report.report import Report
 from temporalio.api.common.v1 import Payload
 
 
@@ -103,7 +104,7 @@ def test_many_differences_are_counted_not_listed() -> None:
 def test_a_failure_names_its_likely_cause() -> None:
     """What a worker without a framework's plugin or data converter fails with points at the
     flag that fixes it."""
-    from temporal_crashtest._history import with_likely_cause
+    from temporal_crashtest._worker.task_failures import with_likely_cause
 
     sandbox = "Cannot access os.environ.get from inside a workflow. If this is code from a module"
     assert with_likely_cause(sandbox).endswith(

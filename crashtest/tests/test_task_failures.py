@@ -1,6 +1,6 @@
-"""The worker's report of workflow task failures no history shows (`_task_failures`), in process:
-the SDK's log records as it makes them, read into (run id, failure), and every record the SDK's
-logger passed on before still passed on. And the failures a history shows that count against
+"""The worker's report of workflow task failures no history shows (`_worker.task_failures`), in
+process: the SDK's log records as it makes them, read into (run id, failure), and every record the
+SDK's logger passed on before still passed on. And the failures a history shows that count against
 the code (`code_failures`): not those the server makes."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from __future__ import annotations
 import logging
 
 import pytest
-from temporal_crashtest._polling import code_failures
-from temporal_crashtest._status import StatusWriter
-from temporal_crashtest._task_failures import (
+from temporal_crashtest._run.recovery.polling import code_failures
+from temporal_crashtest._worker.status import StatusWriter
+from temporal_crashtest._worker.task_failures import (
     EVICTING,
     FAILED_ACTIVATION,
     SDK_WORKFLOW_LOGGER,

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from conftest import APPS
-from temporal_crashtest._attempt_end import pending_end
+from temporal_crashtest._history.attempts import pending_end
 from temporalio.api.workflow.v1 import PendingActivityInfo
 
 sys.path.insert(0, str(APPS))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from temporal_crashtest._polling import what_it_waits_on
+from temporal_crashtest._run.recovery.polling import what_it_waits_on
 from temporalio.client import Client
 
 

@@ -21,18 +21,18 @@ from typing import Any
 
 import pytest
 from conftest import APPS
-from temporal_crashtest._fastforward import fast_forward
-from temporal_crashtest._processes import TOKEN_ENV, kill_group
+from temporal_crashtest._points.points import Moment
+from temporal_crashtest._points.sites import ROOT_SCOPE, CrashSite
+from temporal_crashtest._process_groups import TOKEN_ENV, kill_group
+from temporal_crashtest._run.recovery.fastforward import fast_forward
 from temporal_crashtest._wire.forward import REFUSED, Pass, WireProxy
-from temporal_crashtest._wire.kill import KillAtCompletion
+from temporal_crashtest._wire.kill import KillAtSite
 from temporal_crashtest._wire.peers import Peers, can_tell, new_token
-from temporal_crashtest._wire.recover import end_workflow_tasks
+from temporal_crashtest._wire.scopes import RunScopes
 from temporal_crashtest._wire.tasks import WireTasks
 from temporalio import activity, workflow
-from temporalio.api.enums.v1 import EventType, TimeoutType
 from temporalio.api.workflowservice.v1 import (
     PollActivityTaskQueueRequest,
-    PollWorkflowTaskQueueResponse,
 )
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import RetryPolicy
@@ -226,8 +226,20 @@ def test_a_worker_command_killed_on_the_wire(
     command = command_for(language)
     env = {**app_env, "TEMPORAL_TASK_QUEUE": f"wire-{uuid.uuid4().hex[:8]}"}
     env |= {"NOTES_KEYED": "1"} if keyed else {}
-    killing = KillAtCompletion(nth=1, recorded=moment == "after-checkpoint")
     workflow_id = f"wire-{uuid.uuid4().hex[:8]}"
+    site = CrashSite(
+        moment=Moment(moment),
+        scope=ROOT_SCOPE,
+        position=1,
+        activity_id="1",
+        activity_type={"python": "write_note", "typescript": "writeNote"}[language],
+    )
+    runs: dict[tuple[str, str], str] = {}
+
+    async def tree() -> dict[tuple[str, str], str]:
+        return runs  # one run, the root's first
+
+    killing = KillAtSite(site, workflow_id, RunScopes(tree))
     done: list[str] = []
     timely: list[bool] = []
 
@@ -241,115 +253,25 @@ def test_a_worker_command_killed_on_the_wire(
         run = await client.start_workflow(
             "TwoNotes", ["milk", "eggs"], id=workflow_id, task_queue=env["TEMPORAL_TASK_QUEUE"]
         )
+        runs[(workflow_id, run.result_run_id or "")] = ROOT_SCOPE
         assert await first.wait() == -signal.SIGKILL
         if fast:
             since_the_kill = time.monotonic()
             await proxy.cut_off()
-            assert killing.killed is not None
-            dead = killing.killed.identity
-            ended = await fast_forward(client, run, [], "wire", dead)
+            assert killing.crash is not None
+            ended = await fast_forward(client, run, [], "wire", killing.facts.get("identity"))
             # On a loaded machine the attempt's own 2 s timeout may have ended it first.
             timely.append(time.monotonic() - since_the_kill < TIMELY_S)
-            tokens = list(killing.workflow_tasks)  # the dead worker's, if it held one
-            assert await end_workflow_tasks(client, tokens, "wire") == len(tokens)
             done.extend(ended.done)
         await _taken_over(command, through, tmp_path, run)
-        if fast:  # no workflow task the dead worker held was left to time out ...
-            events = {e.event_id: e for e in (await run.fetch_history()).events}
-            held = [
-                events[e.workflow_task_timed_out_event_attributes.started_event_id]
-                for e in events.values()
-                if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT
-                and e.workflow_task_timed_out_event_attributes.timeout_type
-                == TimeoutType.TIMEOUT_TYPE_START_TO_CLOSE
-            ]  # (one scheduled on its sticky queue before the reset waits 1 s, never started)
-            # ... but one the server handed to a poll of the dead worker's as the proxy cut it
-            # off: started on the server, its token never on the wire, it waits out its
-            # timeout, as production's would (seen once in a suite, at after-checkpoint).
-            lost = not tokens and all(
-                e.workflow_task_started_event_attributes.identity == dead for e in held
-            )
-            assert held == [] or lost, held
 
     asyncio.run(_through(app_env["TEMPORAL_ADDRESS"], killing, test))
-    assert killing.killed is not None and killing.killed.task.activity_id == "1"
+    assert killing.crash is not None and killing.crash["killed"]["activity_id"] == "1"
     written = (tmp_path / f"{workflow_id}.txt").read_text().splitlines()  # notes_app's file
     assert [line.split(" ", 1)[1] for line in written] == notes
     if fast and moment == "after-effect" and all(timely):  # found by its pending activity
         name = {"python": "write_note", "typescript": "writeNote"}[language]
         assert any("1 more it held" in line and name in line for line in done), done
-
-
-class KillHoldingTheNextTask(WireTasks):
-    """Kills the worker group `pid` as the server hands it the workflow task that carries the
-    first activity's completion: the worker dies holding it (the server has it started)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.pid: int | None = None
-        self.killed = False
-
-    async def after(self, method: str, request: bytes, response: bytes) -> None:
-        await super().after(method, request, response)
-        if self.pid is None or self.killed or not method.endswith("/PollWorkflowTaskQueue"):
-            return
-        task = PollWorkflowTaskQueueResponse.FromString(response)
-        done = EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
-        if any(e.event_type == done for e in task.history.events):
-            self.killed = True
-            kill_group(self.pid)
-
-
-@pytest.mark.parametrize("language", COMMANDS)
-def test_a_workflow_task_a_dead_worker_held_is_ended_by_its_token(
-    app_env: dict[str, str], tmp_path: Path, language: str
-) -> None:
-    """Killed holding a workflow task, a worker leaves the run waiting out the workflow task
-    timeout (10 s) in production; in process a crash test cannot end it (the SDK keeps its
-    token). On the wire the token is seen, and the task is failed at once: the run goes on on
-    a fresh worker with no task the fresh worker took timed out, and each note is written once."""
-    command = command_for(language)
-    env = {**app_env, "TEMPORAL_TASK_QUEUE": f"wire-{uuid.uuid4().hex[:8]}"}
-    killing = KillHoldingTheNextTask()
-    workflow_id = f"wire-{uuid.uuid4().hex[:8]}"
-
-    async def test(proxy: WireProxy) -> None:
-        through = {**env, "TEMPORAL_ADDRESS": proxy.address}
-        first = await asyncio.create_subprocess_exec(
-            *command, env=through, cwd=tmp_path, start_new_session=True
-        )
-        killing.pid = first.pid
-        client = await Client.connect(env["TEMPORAL_ADDRESS"])
-        run = await client.start_workflow(
-            "TwoNotes", ["milk", "eggs"], id=workflow_id, task_queue=env["TEMPORAL_TASK_QUEUE"]
-        )
-        assert await first.wait() == -signal.SIGKILL
-        await proxy.cut_off()  # else a poll of the dead worker may take the next task
-        tokens = list(killing.workflow_tasks)
-        assert len(tokens) == 1 and await end_workflow_tasks(client, tokens, "wire") == 1
-        await _taken_over(command, through, tmp_path, run)
-        events = {e.event_id: e for e in (await run.fetch_history()).events}
-
-        def started_by(started_event_id: int) -> str:
-            return events[started_event_id].workflow_task_started_event_attributes.identity
-
-        dead = {
-            started_by(e.workflow_task_failed_event_attributes.started_event_id)
-            for e in events.values()
-            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
-        }  # the held task's, failed by its token
-        # A task the server handed to another poll of the dead worker's as the proxy cut it off
-        # waits out its timeout, as production's would (seen once in a suite of 4 processes).
-        timed_out = [
-            started_by(e.workflow_task_timed_out_event_attributes.started_event_id)
-            for e in events.values()
-            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT
-        ]
-        assert len(dead) == 1 and set(timed_out) <= dead, (dead, timed_out)
-
-    asyncio.run(_through(app_env["TEMPORAL_ADDRESS"], killing, test))
-    written = (tmp_path / f"{workflow_id}.txt").read_text().splitlines()
-    assert [line.split(" ", 1)[1] for line in written] == ONCE
 
 
 # (os._exit: the SDK's Rust threads can crash an interpreter's teardown, see infra.cli.exit_now)

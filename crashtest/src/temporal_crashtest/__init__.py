@@ -48,31 +48,31 @@ __version__ = "0.3.0"
 
 # Each public name, and the private module it lives in.
 _WHERE = {
-    "Cell": "_report",
-    "Child": "_processes",
-    "CrashPoint": "_points",
+    "Cell": "_report.report",
+    "Child": "_run.processes",
+    "CrashPoint": "_points.points",
     "CrashPointError": "_errors",
     "CrashTestAborted": "_errors",
     "CrashTestError": "_errors",
-    "CrashTestOptions": "_crash_test",
+    "CrashTestOptions": "_front.api",
     "DevServerError": "_errors",
-    "Drive": "_model",
+    "Drive": "_plan.target",
     "DriveTimeout": "_errors",
     "HttpObserver": "_observers.http",
     "InputError": "_errors",
-    "Moment": "_points",
-    "Observe": "_model",
-    "Processes": "_processes",
-    "Report": "_report",
+    "Moment": "_points.points",
+    "Observe": "_plan.target",
+    "Processes": "_run.processes",
+    "Report": "_report.report",
     "ServerUnreachable": "_errors",
-    "Target": "_model",
-    "Untested": "_report",
-    "dev_server_command": "_devserver",
-    "effect": "_effects",
-    "run_crash_test": "_crash_test",
-    "send_signal": "_drive",
-    "send_update": "_drive",
-    "wait_until": "_drive",
+    "Target": "_plan.target",
+    "Untested": "_points.points",
+    "dev_server_command": "_run.devserver",
+    "effect": "_worker.effects",
+    "run_crash_test": "_front.api",
+    "send_signal": "_run.drive",
+    "send_update": "_run.drive",
+    "wait_until": "_run.drive",
 }
 __all__ = [
     "Cell",
@@ -104,10 +104,6 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from temporal_crashtest._crash_test import CrashTestOptions, run_crash_test
-    from temporal_crashtest._devserver import dev_server_command
-    from temporal_crashtest._drive import send_signal, send_update, wait_until
-    from temporal_crashtest._effects import effect
     from temporal_crashtest._errors import (
         CrashPointError,
         CrashTestAborted,
@@ -117,11 +113,15 @@ if TYPE_CHECKING:
         InputError,
         ServerUnreachable,
     )
-    from temporal_crashtest._model import Drive, Observe, Target
+    from temporal_crashtest._front.api import CrashTestOptions, run_crash_test
     from temporal_crashtest._observers.http import HttpObserver
-    from temporal_crashtest._points import CrashPoint, Moment
-    from temporal_crashtest._processes import Child, Processes
-    from temporal_crashtest._report import Cell, Report, Untested
+    from temporal_crashtest._plan.target import Drive, Observe, Target
+    from temporal_crashtest._points.points import CrashPoint, Moment, Untested
+    from temporal_crashtest._report.report import Cell, Report
+    from temporal_crashtest._run.devserver import dev_server_command
+    from temporal_crashtest._run.drive import send_signal, send_update, wait_until
+    from temporal_crashtest._run.processes import Child, Processes
+    from temporal_crashtest._worker.effects import effect
 
 
 def __getattr__(name: str) -> Any:

@@ -35,7 +35,7 @@ import pytest
 from temporal_crashtest._exits import EXIT_ALL_MATCH, EXIT_SOME_DIFFER
 
 if TYPE_CHECKING:
-    from temporal_crashtest._report import Report
+    from temporal_crashtest._report.report import Report
 
 MARKER = "crashtest"
 # Each option a test may give (keyword or marker), and how `python -m temporal_crashtest run`
@@ -122,8 +122,8 @@ def _command(
 def every_option() -> dict[str, str]:
     """OPTIONS, a path option for each report format but JSON (the fixture's own), and each
     observer kind's options."""
-    from temporal_crashtest._formats import FORMATS
     from temporal_crashtest._observers import given
+    from temporal_crashtest._report.formats import FORMATS
 
     formats = {f.flag[2:].replace("-", "_"): "value" for f in FORMATS if f.flag != "--json"}
     observers = {name: how for kind in given.KINDS for name, how in kind.fixture.items()}
@@ -150,7 +150,7 @@ def _flag(name: str, how: str, value: Any) -> list[str]:
 
 def _run_command(cmd: list[str], out: Path, options: dict[str, Any]) -> Report:
     """Run the crash test's command; its report (the test fails if it could not run)."""
-    from temporal_crashtest._report import Report
+    from temporal_crashtest._report.report import Report
 
     done = subprocess.run(cmd, env=_environment(options.get("env")), capture_output=True, text=True)
     sys.stderr.write(done.stderr)  # its progress, in the test's captured output

@@ -12,7 +12,7 @@
 The state of a run is one rule for any mix (`Observers.state`): one observer's view alone, or
 several views by name (`{"observe": ..., "http": ...}`). In the worker process, an observer's
 half is installed from its settings and told each activity attempt as it starts
-(`in_worker.py`, from the modules `Observers.worker_env` names). Members: the user's function
+(`_worker/halves.py`, from the modules `Observers.worker_env` names). Members: the user's function
 (`function.UsersView`), the HTTP requests (`http.HttpRequests`).
 
 An observer kind other than the user's function is given as settings (`ObserverSettings`, e.g.
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-HALVES_ENV = "CRASHTEST_OBSERVER_HALVES"  # the modules of the observers' halves, comma-separated
+from temporal_crashtest._worker.halves import HALVES_ENV
 
 
 class Observer(Protocol):

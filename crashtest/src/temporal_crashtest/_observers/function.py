@@ -9,7 +9,8 @@ from typing import Any
 
 from temporal_crashtest._calls import call_apart
 from temporal_crashtest._errors import CrashTestAborted
-from temporal_crashtest._model import Observe, to_json
+from temporal_crashtest._plan.compare import to_json
+from temporal_crashtest._plan.target import Observe
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from temporal_crashtest._errors import InputError
-from temporal_crashtest._model import Observe
 from temporal_crashtest._observers import Add, Kind, Observer, Observers, ObserverSettings, http
 from temporal_crashtest._observers.function import UsersView
+from temporal_crashtest._plan.target import Observe
 
 KINDS: tuple[Kind, ...] = (http.KIND,)
 

@@ -18,47 +18,15 @@ from temporalio.api.workflowservice.v1 import (
     RespondWorkflowTaskCompletedRequest,
 )
 
-from temporal_crashtest._attempt_end import REPORT_LATE, failure_retried
-from temporal_crashtest._history import LOCAL_ACTIVITY_MARKER
-from temporal_crashtest._interceptor import CrashSite
-from temporal_crashtest._points import Moment
-from temporal_crashtest._processes import kill_group
+from temporal_crashtest._history.attempts import REPORT_LATE, failure_retried
+from temporal_crashtest._history.tree import LOCAL_ACTIVITY_MARKER
+from temporal_crashtest._points.points import Moment
+from temporal_crashtest._points.sites import CrashSite
+from temporal_crashtest._process_groups import kill_group
 from temporal_crashtest._wire.scopes import RunScopes
 from temporal_crashtest._wire.status import WireStatus
-from temporal_crashtest._wire.tasks import WORKFLOW_TASK_DONE, ActivityTask, TaskEnd, WireTasks
+from temporal_crashtest._wire.tasks import WORKFLOW_TASK_DONE, ActivityTask
 from temporal_crashtest._wire.watch import Pass
-
-
-class KillAtCompletion(WireTasks):
-    """Once armed with a worker group's `pid`, kills it at the `nth` activity completion to pass
-    through (1: the first), as the worker sends it. The call is dropped (`recorded` False: the
-    activity ran, the server never hears it — after-effect), or forwarded alone once the dead
-    worker's polls have ended (`recorded` True: the server records the activity done and
-    nothing after it, and hands the run's next workflow task to no one — after-checkpoint).
-    Every other call goes through. `killed`: the completion at which the worker died (its
-    attempt, and the worker's identity, by which the server's pending activities name the
-    worker that last started them: `_fastforward.fast_forward` ends those at once)."""
-
-    def __init__(self, nth: int, recorded: bool = False) -> None:
-        super().__init__()
-        self.nth, self.recorded = nth, recorded
-        self.pid: int | None = None
-        self.completions = 0
-        self.killed: TaskEnd | None = None
-
-    def arm(self, pid: int) -> None:
-        self.pid = pid
-
-    async def before(self, method: str, request: bytes) -> Pass:
-        end = self.end_of(method, request)
-        if end is None or end.how != "completed" or self.killed or self.pid is None:
-            return Pass.GO
-        self.completions += 1
-        if self.completions < self.nth:
-            return Pass.GO
-        self.killed = end
-        kill_group(self.pid)
-        return Pass.ALONE if self.recorded else Pass.DROP
 
 
 class KillAtSite(WireStatus):

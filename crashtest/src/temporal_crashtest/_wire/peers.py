@@ -19,7 +19,7 @@ import os
 import secrets
 from pathlib import Path
 
-from temporal_crashtest._processes import carriers, descendants
+from temporal_crashtest._process_groups import carriers, descendants
 
 ADMIT_WAIT_S = 2.0  # how long an unknown peer waits for its worker to be admitted (a fork's pid)
 _PROC = Path("/proc")

@@ -28,7 +28,7 @@ from temporalio.api.workflowservice.v1 import (
     RespondWorkflowTaskFailedRequest,
 )
 
-from temporal_crashtest._attempt_end import backoff_after
+from temporal_crashtest._history.attempts import backoff_after
 from temporal_crashtest._wire.watch import Watcher
 
 SERVICE = "/temporal.api.workflowservice.v1.WorkflowService/"

@@ -1,0 +1,448 @@
+"""`python -m temporal_crashtest run`: crash-test a Temporal workflow at every boundary.
+
+    python -m temporal_crashtest run --worker MODULE:FACTORY --workflow MODULE:CLASS --input JSON \\
+        (--observe MODULE:FUNC | --http [HOSTS] | both) [--drive MODULE:FUNC] \\
+        [--expect JSON|@FILE] [--points LIST] [--repeat N] [--plugin MODULE:NAME]... \\
+        [--data-converter MODULE:NAME] [--json PATH] [--markdown PATH] [--junit-xml PATH] \\
+        [--html PATH] [--jobs N] [--address HOST:PORT | --dev-server] [--deadline-s S] \\
+        [--logs DIR] [--real-timeouts] [--exact] [--shard K/N]
+
+FACTORY(client, task_queue) -> Worker builds your worker on the client it is given (which
+carries crashtest's interceptor); or a list of Workers, one per task queue the process serves
+(another queue made from the one given: f"{task_queue}-notify"). OBSERVE(workflow_id) -> JSON
+returns your view of a run's final state (your rows, run-specific ids masked), given the root
+workflow id; --http records the effectful HTTP requests the workers send instead, or as well.
+DRIVE(handle) sends the signals and updates the run waits for; it runs beside every run. Each
+may be sync or async.
+Worker processes inherit this command's working directory and environment.
+
+Boundaries are the activities and local activities of the run's whole tree: child workflows at
+any depth and every run of a continue-as-new chain. Crash points are MOMENT:N, each moment of
+`_points.Moment` (`--points` lists them, with what dies at each), N a position, an activity type
+such as charge#2, or a boundary's label (effect:N.K: the K-th effect inside N); a *R suffix
+crashes R workers in a row at the point.
+
+Recoveries are fast-forwarded: the attempts a killed worker held are failed at once (retried under
+their own retry policy), runs are taken off its sticky queue, and cells run with a 1 s workflow
+task timeout; the report says what production would have waited on. --real-timeouts waits for
+the server's own timeouts instead.
+
+Points are crashed several to a run: the first worker is killed at a group's first point, the
+worker that takes over at the next, and so on; a group whose run ends in the no-crash state
+clears its points, one that does not is split down to single points, so each failing point gets
+a row of its own. --exact makes one run per point (the same verdicts, for an observer that shows
+every effect; see the guide). --junit-xml writes a testcase per point; with GITHUB_ACTIONS=true,
+each failing point is also an ::error line.
+
+Exit 0: every crash point ends in the no-crash state (and the reference is what --expect says);
+1: some do not, or the reference differs from --expect; 2: bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import shlex
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from temporal_crashtest._errors import CrashTestError, InputError
+from temporal_crashtest._exits import EXIT_ALL_MATCH, EXIT_BAD_INPUT, EXIT_SOME_DIFFER, exit_now
+from temporal_crashtest._front.api import (
+    NOTHING,
+    CrashTestOptions,
+    check_target,
+    crash_test,
+    default_jobs,
+)
+from temporal_crashtest._front.scaffold import scaffold
+from temporal_crashtest._loading import load_callable, workflow_type
+from temporal_crashtest._observers.given import add_flags as observer_flags
+from temporal_crashtest._observers.given import check_given, settings_from
+from temporal_crashtest._plan.reference import NEW, OLD
+from temporal_crashtest._plan.shards import parse_shard
+from temporal_crashtest._plan.target import Observe, Target
+from temporal_crashtest._points.points import GLOSSARY, Moment
+from temporal_crashtest._process_groups import kill_strays
+from temporal_crashtest._report.ci import github_errors
+from temporal_crashtest._report.formats import add_format_flags, check_outputs, write_reports
+from temporal_crashtest._report.input import read_regular, read_report
+from temporal_crashtest._report.merge import merge_reports
+from temporal_crashtest._report.report import Cell, Report
+from temporal_crashtest._run.forkserver import fork_here
+from temporal_crashtest._run.processes import ForkedServer, NotForked
+from temporal_crashtest._run.session import DEFAULT_DEADLINE_S
+from temporal_crashtest._text import ArgumentParser, defused, shown
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line: `run` and its flags (what to test, which points, where the server is,
+    what to write)."""
+    return command_line()[0].parse_args(argv)
+
+
+def command_line() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The parser, and its `run` command's (the options reference is written from it)."""
+    parser = ArgumentParser(
+        prog="python -m temporal_crashtest",
+        description=__doc__.splitlines()[0] if __doc__ else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n", 2)[2] if __doc__ else None,
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="crash-test a workflow at every activity boundary")
+    _what_to_test(run.add_argument)
+    _how_to_crash(run.add_argument)
+    _where_the_server_is(run.add_argument)
+    _what_to_write(run.add_argument)
+    merge = sub.add_parser(
+        "merge", help="merge the JSON reports of a crash test's shards (--shard K/N) into one"
+    )
+    merge.add_argument("reports", nargs="+", type=Path, help="each shard's --json report")
+    add_format_flags(merge.add_argument)
+    scaffold = sub.add_parser(
+        "scaffold",
+        help="write the hooks file for a workflow: the worker factory from its code, a drive "
+        "stub when it takes signals or updates; then run the command it prints",
+    )
+    scaffold.add_argument("workflow", help="MODULE:CLASS, a @workflow.defn class")
+    scaffold.add_argument(
+        "--out", type=Path, default=Path("crash_hooks.py"), help="where (default crash_hooks.py)"
+    )
+    scaffold.add_argument("--force", action="store_true", help="replace the file if it exists")
+    return parser, run
+
+
+Add = Callable[..., argparse.Action]
+
+
+def _what_to_test(add: Add) -> None:
+    """The workflow, its worker, its input, and how its final state is seen and reached."""
+    add("--worker", help="MODULE:FACTORY, (client, task_queue) -> Worker")
+    add(
+        "--worker-cmd",
+        metavar="COMMAND",
+        help="in place of --worker: a worker of any SDK, as a command (`node lib/worker.js`) "
+        "that reads TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE and TEMPORAL_TASK_QUEUE; killed on "
+        "the wire, through a proxy",
+    )
+    add("--workflow", required=True, help="MODULE:CLASS (or the workflow type name)")
+    add("--input", required=True, help="the workflow's argument, as JSON or @FILE holding JSON")
+    add("--observe", help="MODULE:FUNC, (workflow_id) -> JSON (--http, or both, or this)")
+    observer_flags(add)  # each observer kind's own
+    add(
+        "--deploy-to",
+        metavar="MODULE:FACTORY",
+        help="a deploy test: every run starts on --worker, and the worker that takes it over "
+        "after a kill runs this factory's code (the next version: same workflow type); a "
+        "crashed run must end as either version's run without a crash",
+    )
+    add(
+        "--worker-tree",
+        metavar="DIR",
+        help="import --worker from this source tree (a checkout of another version, e.g. "
+        "`git worktree add ../base main`): its processes run there, so modules of the same "
+        "name load from it",
+    )
+    add(
+        "--deploy-cmd",
+        metavar="COMMAND",
+        help="in place of --deploy-to, with --worker-cmd: the next version's worker command",
+    )
+    add(
+        "--deploy-tree",
+        metavar="DIR",
+        help="import --deploy-to (or run --deploy-cmd) from this source tree",
+    )
+    add("--drive", help="MODULE:FUNC, (handle) -> None: sends signals and updates")
+    add(
+        "--expect",
+        help="the final state a run without a crash must reach: JSON, or @FILE; in a deploy "
+        f"test, {OLD} or {NEW} pins the version every crashed run must end as",
+    )
+    add("--data-converter", help="MODULE:NAME of a temporalio DataConverter")
+    add(
+        "--plugin",
+        action="append",
+        default=[],
+        help="MODULE:NAME of a temporalio client Plugin (an agent framework's), for every "
+        "client; repeatable",
+    )
+
+
+def _how_to_crash(add: Add) -> None:
+    """Which points, how many workers in a row, how many cells at once, and how long each."""
+    *most, last = [str(m) for m in Moment.default_set()]
+    defaults = f"{', '.join(most)} and {last}"
+    add(
+        "--points",
+        help=f"only these crash points, comma-separated (default: every {defaults}; a moment "
+        "alone, as after-effect, is its every point; effect: each effect an activity made — a "
+        "committed database write, an answered HTTP request, a "
+        f"temporal_crashtest.effect): {GLOSSARY}",
+    )
+    add("--repeat", type=int, default=1, help="crash this many workers in a row at each point")
+    add("--jobs", type=int, default=default_jobs(), help="cells run at once")
+    add("--deadline-s", type=float, default=DEFAULT_DEADLINE_S, help="per cell")
+    add(
+        "--real-timeouts",
+        action="store_true",
+        help="wait for the server's timeouts after every kill, as production does (slow)",
+    )
+    add(
+        "--shard",
+        metavar="K/N",
+        help="run shard K of N's share of the crash points (each point in exactly one shard; "
+        "each shard's report stands alone; `merge` joins their --json reports)",
+    )
+    add(
+        "--exact",
+        action="store_true",
+        help="a run per crash point (default: several points crashed in one run, a group that "
+        "differs split down to single points; the same verdicts, for an observer that shows "
+        "every effect)",
+    )
+
+
+def _where_the_server_is(add: Add) -> None:
+    add(
+        "--address",
+        help="Temporal's HOST:PORT (default: TEMPORAL_ADDRESS or the Temporal CLI's profile, "
+        "with its API key and TLS; else a server on 127.0.0.1:7233, else a private dev server "
+        "started for this run)",
+    )
+    add("--namespace", help="default: TEMPORAL_NAMESPACE or the profile's, else default")
+    add(
+        "--dev-server",
+        action="store_true",
+        help="start a private dev server for this test, "
+        "whatever is configured or listening on 127.0.0.1:7233",
+    )
+
+
+def _what_to_write(add: Add) -> None:
+    """The reports, and the workers' logs."""
+    add_format_flags(add)
+    add(
+        "--logs",
+        type=Path,
+        help="keep the workers' logs here (default: a temporary folder, "
+        "removed when every cell matches)",
+    )
+
+
+MAX_INPUT_BYTES = 16 * 2**20  # Temporal refuses a payload over 2 MB by default
+
+
+def read_json(text: str, flag: str) -> Any:
+    """--input, --expect: JSON, or @FILE holding JSON."""
+    what = flag
+    if text.startswith("@"):
+        path = Path(text[1:])
+        what = f"{flag} {text}"
+        raw = read_regular(path, MAX_INPUT_BYTES, what)
+        try:
+            text = raw.decode()
+        except UnicodeDecodeError:
+            raise InputError(f"{what} is not UTF-8 text") from None
+    try:
+        return json.loads(text, parse_constant=_not_json)
+    except (ValueError, RecursionError) as err:
+        raise InputError(f"{what} is not JSON: {err}") from None
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON holds")
+
+
+def say(text: str) -> None:
+    print(f"crashtest: {shown(text)}", file=sys.stderr, flush=True)
+
+
+def progress(done: int, total: int, cell: Cell) -> None:
+    mark = "-" if cell.not_reached else "✓" if cell.matches else "✗"
+    what = f"  {shown(cell.diff)}" if cell.diff else ""
+    what = "  not reached: no verdict (listed as not tested)" if cell.not_reached else what
+    print(
+        f"[{done:>3}/{total}] {cell.crash_at:<20} {shown(cell.activity)[:40]:<40} {mark} "
+        f"{cell.seconds:5.1f} s{what}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _command(text: str | None, flag: str) -> tuple[str, ...]:
+    if text is None:
+        return ()
+    try:
+        words = tuple(shlex.split(text))
+    except ValueError as err:
+        raise InputError(f"{flag} {shown(text)}: {err}") from None
+    if not words:
+        raise InputError(f"{flag} is empty")
+    return words
+
+
+def from_args(args: argparse.Namespace) -> tuple[Target, Observe | None, CrashTestOptions]:
+    """The one call's arguments, every one checked before anything starts."""
+    workflow_input = read_json(args.input, "--input")
+    check_outputs(args)
+    if (args.worker is None) == (args.worker_cmd is None):
+        raise InputError("give the worker: --worker MODULE:FACTORY or --worker-cmd COMMAND")
+    target = Target(
+        worker=args.worker or "",
+        worker_cmd=_command(args.worker_cmd, "--worker-cmd"),
+        deploy_cmd=_command(args.deploy_cmd, "--deploy-cmd"),
+        workflow=workflow_type(args.workflow),
+        input=workflow_input,
+        data_converter=args.data_converter,
+        plugins=tuple(args.plugin),
+        deploy_to=args.deploy_to,
+        worker_tree=_tree(args.worker_tree),
+        deploy_tree=_tree(args.deploy_tree),
+    )
+    options = CrashTestOptions(
+        points=[p.strip() for p in args.points.split(",") if p.strip()] if args.points else None,
+        repeat=args.repeat,
+        drive=load_callable(args.drive, "--drive") if args.drive else None,
+        expect=NOTHING if args.expect in (None, OLD, NEW) else read_json(args.expect, "--expect"),
+        expect_version=args.expect if args.expect in (OLD, NEW) else None,
+        jobs=args.jobs,
+        address=args.address,
+        namespace=args.namespace,
+        deadline_s=args.deadline_s,
+        real_timeouts=args.real_timeouts,
+        exact=args.exact,
+        log_dir=args.logs,
+        dev_server=args.dev_server,
+        progress=progress,
+        say=say,
+        shard=parse_shard(args.shard) if args.shard else None,
+        observers=settings_from(args),
+        # the HTML report draws them; a shard's JSON keeps them for `merge --html`
+        timelines=args.html is not None or (args.shard is not None and args.json is not None),
+    )
+    options.check()
+    check_given(args.observe, options.watched())
+    check_target(target)
+    observe = load_callable(args.observe, "--observe") if args.observe else None
+    return target, observe, options
+
+
+def _tree(path: str | None) -> str | None:
+    """A source tree's absolute path (its processes are told where their files are)."""
+    return None if path is None else str(Path(path).absolute())
+
+
+STOP_GRACE_S = 5.0  # after SIGINT or SIGTERM, how long the test may take to clean up
+
+
+def _stop_on_signals() -> list[int]:
+    """SIGINT (Ctrl-C) or SIGTERM: stop the test, its workers and its dev server; if that has not
+    ended the process within STOP_GRACE_S (or at a second signal), exit at once (the workers and
+    the dev server die with this process: they asked Linux to). The handler and the grace's
+    timer need no event loop: a user's async function that blocks the loop (a sync call inside
+    `async def`) cannot keep the tool alive. Returns the list the signal that stopped it goes
+    into."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    stopped: list[int] = []
+
+    def now(sig: int) -> None:
+        with contextlib.suppress(Exception):  # stderr gone, or a write it interrupted
+            print(f"crashtest: stopped by signal {sig}; exiting now", file=sys.stderr, flush=True)
+        os._exit(128 + sig)
+
+    def on_signal(sig: int, _frame: object) -> None:
+        if stopped:
+            now(sig)
+        stopped.append(sig)
+        grace = threading.Timer(STOP_GRACE_S, now, args=(sig,))
+        grace.daemon = True
+        grace.start()
+        loop.call_soon_threadsafe(task.cancel)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
+    return stopped
+
+
+async def main(
+    args: argparse.Namespace,
+    target: Target,
+    observe: Observe | None,
+    options: CrashTestOptions,
+    forked: ForkedServer | NotForked,
+) -> int:
+    stopped = _stop_on_signals()
+    try:
+        report = await crash_test(target, observe, options, forked)  # it says where logs are
+    except asyncio.CancelledError:
+        if not stopped:
+            raise
+        return 128 + stopped[0]
+    finally:
+        if left := kill_strays():  # started by the user's code, imported here: not a worker
+            say(
+                f"{len(left)} process(es) the workers' code started when it was imported here "
+                f"were still running (pid {', '.join(map(str, left))}): killed"
+            )
+    return finish(args, report)
+
+
+def finish(args: argparse.Namespace, report: Report) -> int:
+    """Print the report (table, notes, summary), write the files asked for, and the exit code."""
+    for text in (report.table() if report.cells else "", report.notes(), report.summary()):
+        for line in filter(None, text.splitlines()):
+            print(defused(line))  # every field is `shown` already; no line starts a command
+    failed = write_reports(args, report)
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        for line in github_errors(report):
+            print(line, flush=True)
+    if report.logs:
+        say(f"the workers' logs are in {report.logs}")
+    for why in failed:
+        print(f"crashtest: error: {shown(why)}", file=sys.stderr)
+    if failed:
+        return EXIT_BAD_INPUT
+    return EXIT_ALL_MATCH if report.ok else EXIT_SOME_DIFFER
+
+
+def merge(args: argparse.Namespace) -> int:
+    """`merge`: the shards' reports as one, printed and written as `run` does."""
+    check_outputs(args)
+    report = merge_reports([(str(path), read_report(path)) for path in args.reports])
+    return finish(args, report)
+
+
+def cli() -> None:
+    # As `python -m` does: the working directory's modules are importable (the installed
+    # `temporal-crashtest` script's own folder is on sys.path instead).
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    args = parse_args()
+    try:
+        if args.command == "merge":
+            exit_now(merge(args))
+        if args.command == "scaffold":
+            print(scaffold(args.workflow, args.out, force=args.force))
+            exit_now(EXIT_ALL_MATCH)
+        target, observe, options = from_args(args)
+        # The workers' code is imported now, and no thread runs yet: fork the fork server here
+        # (a worker command is started as it is, but crashtest's own Python worker).
+        forked = fork_here() if target.old.forked_factory else NotForked("")
+        code = asyncio.run(main(args, target, observe, options, forked))
+    except CrashTestError as err:
+        print(f"crashtest: error: {shown(err)}", file=sys.stderr)
+        code = EXIT_BAD_INPUT
+    except KeyboardInterrupt:  # before the event loop took SIGINT over
+        code = 128 + signal.SIGINT
+    exit_now(code)

@@ -1,0 +1,77 @@
+"""The report formats, one table: each format's flag, what it holds, and how a report is
+written in it. `run` and `merge` both take their flags from it and write through it, so a new
+format is one row here (and its writer's module).
+
+Standard library only, besides the writers.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from temporal_crashtest._outputs import OutputError, check_output, write_output
+from temporal_crashtest._report.ci import junit_xml
+from temporal_crashtest._report.html import html_report
+from temporal_crashtest._report.report import Report
+
+
+@dataclass(frozen=True)
+class Format:
+    flag: str  # `--json`: where the report is written in this format
+    holds: str  # what the file holds, for --help
+    write: Callable[[Report], bytes]
+
+
+FORMATS = (
+    Format("--json", "the report as JSON (what `merge` reads)", lambda r: r.json_bytes()),
+    Format(
+        "--markdown",
+        "the table as Markdown",
+        lambda r: (r.table(markdown=True) + "\n").encode(),
+    ),
+    Format(
+        "--html",
+        "one self-contained HTML page: the verdicts, each run's timeline, links to the web UI, "
+        "what was not tested",
+        lambda r: html_report(r).encode(),
+    ),
+    Format(
+        "--junit-xml",
+        "JUnit XML: a testcase per crash point (the untested ones skipped)",
+        lambda r: junit_xml(r).encode(),
+    ),
+)
+
+
+def add_format_flags(add: Callable[..., object]) -> None:
+    """A `--FORMAT PATH` flag per format (`add`: a parser's `add_argument`)."""
+    for f in FORMATS:
+        add(f.flag, type=Path, metavar="PATH", help=f"where to write {f.holds}")
+
+
+def asked_for(args: argparse.Namespace) -> list[tuple[Path, str]]:
+    """The report files asked for, with the flag that named each."""
+    named = [(getattr(args, f.flag[2:].replace("-", "_")), f.flag) for f in FORMATS]
+    return [(path, flag) for path, flag in named if path is not None]
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """InputError, now, for a report file that could not be written at the end."""
+    for path, flag in asked_for(args):
+        check_output(path, flag)
+
+
+def write_reports(args: argparse.Namespace, report: Report) -> list[str]:
+    """Write every report file asked for; why each one that failed did (the others are still
+    written)."""
+    writers = {f.flag: f.write for f in FORMATS}
+    failed = []
+    for path, flag in asked_for(args):
+        try:
+            write_output(path, writers[flag](report), flag)
+        except OutputError as err:
+            failed.append(str(err))
+    return failed
