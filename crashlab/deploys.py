@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
-from temporal_crashtest import Cell, CrashTestOptions, run_crash_test
+from temporal_crashtest import Cell, CrashTestOptions, Version, run_crash_test
 
 from agent.outcome import ONE_RUN_COUNTS, final_state
 from agent.releases import Release
@@ -264,7 +264,9 @@ class DeployLab:
         before, after = TEMPORAL_VERSIONS[first.design, first.change]
         env = {"DATABASE_URL": self.lab.db_url}
         target = replace(
-            grocery_target(KEY_STRATEGY[first.design], **env), worker=before, deploy_to=after
+            grocery_target(KEY_STRATEGY[first.design], **env),
+            old=Version(before),
+            new=Version(after),
         )
         by_point = {MOMENTS[c.moment]: c for c in cells}
         options = CrashTestOptions(
@@ -272,7 +274,7 @@ class DeployLab:
             jobs=self.lab.jobs,
             address=self.lab.address,
             deadline_s=RESULT_TIMEOUT_S,
-            log_dir=self.lab.log_dir / f"deploy-{first.design}-{first.change}",
+            logs=self.lab.log_dir / f"deploy-{first.design}-{first.change}",
         )
         try:
             report = await run_crash_test(target, final_state, options)

@@ -20,13 +20,13 @@ import signal
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
-from temporal_crashtest import Cell, CrashTestOptions, Processes, Target, run_crash_test
+from temporal_crashtest import Cell, CrashTestOptions, Processes, Target, Version, run_crash_test
 from temporalio.client import Client
 from temporalio.common import WorkflowIDReusePolicy
 
@@ -81,7 +81,7 @@ def grocery_target(key_strategy: str, **env: str) -> Target:
     """The grocery agent as crashtest sees it: `worker.py`'s factory, with this key strategy
     (and `env` for its workers)."""
     return Target(
-        worker="worker:build_worker",
+        old=Version("worker:build_worker"),
         workflow="GroceryAgentWorkflow",
         input=GroceryRequest(household=HOUSEHOLD, week=EXAMPLE_WEEK).model_dump(),
         data_converter=DATA_CONVERTER,
@@ -267,7 +267,7 @@ class Lab:
             env.update(grocer_env(grocer, checked=design != UNCHECKED))
             observe = self._observer(grocer)
             design, resume_after_s = "workflow", KEY_TTL_S
-        target = replace(grocery_target(design, **env), resume_after_s=resume_after_s)
+        target = grocery_target(design, **env)
 
         def cell_done(_done: int, _total: int, cell: Cell) -> None:
             progress(self._cell_result(by_point[named_point(cell)], cell))
@@ -277,7 +277,8 @@ class Lab:
             jobs=self.jobs,
             address=self.address,
             deadline_s=RESULT_TIMEOUT_S,
-            log_dir=self.log_dir / f"crashtest-{cells[0].design}",
+            resume_after_s=resume_after_s,
+            logs=self.log_dir / f"crashtest-{cells[0].design}",
             progress=cell_done,
         )
         try:

@@ -82,13 +82,14 @@ IGNORED = shutil.ignore_patterns("__pycache__")
 
 
 def from_trees(old: Path, new: Path) -> list[str]:
-    """The deploy from one tree to the other, the new version's state pinned (`--expect new`)."""
+    """The deploy from one tree to the other, the new version's state pinned
+    (`--expect-version new`)."""
     return [
         "--worker", "examples.deploys.current:worker", "--worker-tree", str(old),
         "--workflow", "examples.deploys.v1:Order", "--input", '"o-1"',
         "--observe", "examples.shapes.ledger:effects_of",
         "--deploy-to", "examples.deploys.current:worker", "--deploy-tree", str(new),
-        "--points", "after-effect:1,after-effect:2", "--expect", "new",
+        "--points", "after-effect:1,after-effect:2", "--expect-version", "new",
     ]  # fmt: skip
 
 
@@ -281,8 +282,8 @@ def test_a_deploy_between_source_trees_runs_each_version_from_its_own(
 ) -> None:
     """The same module name in two trees (the base branch and the pull request): every run
     starts on the old tree's v1, the worker that takes over runs the new tree's v2_patched, each
-    version in processes of its own. With the new version pinned (`--expect new`), a run v1 took
-    past the receipt is ✗ (it keeps v1's path), one killed before it takes v2's."""
+    version in processes of its own. With the new version pinned (`--expect-version new`), a run
+    v1 took past the receipt is ✗ (it keeps v1's path), one killed before it takes v2's."""
     done, report = deploys["trees"]
     assert done.returncode == 1, done.stdout + done.stderr
     assert (report["reference"], report["deployed_reference"]) == (OLD, NEW)

@@ -93,7 +93,7 @@ def test_bad_input_is_one_line(app_env: dict[str, str], tmp_path: Path) -> None:
         (["--points", "after-effect:²"], "no boundary is named '²'"),
         (["--expect", "@nowhere.json"], "--expect @nowhere.json: cannot read it"),
         (["--drive", "notes_app:nothing"], "'notes_app' has no 'nothing'"),
-        (["--expect", "new"], "expecting the new version's state is for a deploy test"),
+        (["--expect-version", "new"], "expecting the new version's state is for a deploy test"),
         (["--deploy-tree", "base"], "a source tree for the deployed version, and no"),
         (["--worker-tree", "nowhere"], "--worker-tree "),
         # A module that ends the process when imported: one line, exit 2 (os._exit was a

@@ -8,7 +8,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from temporal_crashtest._history.tree import Boundary
-from temporal_crashtest._plan.groups import _Splits, first_groups, groupable, run_order
+from temporal_crashtest._plan.groups import Splits, first_groups, groupable, run_order
 from temporal_crashtest._plan.reference import CellPoint
 from temporal_crashtest._points.points import Moment
 
@@ -97,7 +97,7 @@ def test_resets_and_repeats_run_alone() -> None:
 
 def test_a_failing_group_is_halved_while_few_fail_and_cut_to_points_when_most_do() -> None:
     group = run_order(points(sequence(8)))[:8]
-    splits = _Splits()
+    splits = Splits()
     for _ in range(3):
         splits.record(failed=False)
     splits.record(failed=True)
@@ -105,4 +105,4 @@ def test_a_failing_group_is_halved_while_few_fail_and_cut_to_points_when_most_do
     for _ in range(4):
         splits.record(failed=True)
     assert [len(p) for p in splits.parts(group)] == [1] * 8
-    assert [len(p) for p in _Splits().parts(group[:2])] == [1, 1]
+    assert [len(p) for p in Splits().parts(group[:2])] == [1, 1]

@@ -5,21 +5,22 @@ and its half in the worker installed from the environment and told each attempt.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporal_crashtest import CrashTestOptions
 from temporal_crashtest._errors import InputError
 from temporal_crashtest._front.cli import parse_args
-from temporal_crashtest._observers import Add, Kind, given
+from temporal_crashtest._observers import Kind, given
 from temporal_crashtest._observers.function import UsersView
+from temporal_crashtest._option import Option, Part
 from temporal_crashtest._worker import halves as in_worker
 from temporal_crashtest._worker.halves import HALVES_ENV
-from temporal_crashtest.pytest_plugin import _command, every_option
+from temporal_crashtest.pytest_plugin import _command, keywords
 
 LEDGER_ENV = "TOY_LEDGER"  # the half's settings: the file it appends an attempt's line to
 
@@ -71,15 +72,14 @@ def attempt_started(root: str, boundary: str, attempt: int) -> None:
         out.write(f"{root} {boundary} attempt {attempt}\n")
 
 
-def _add_flags(add: Add) -> None:
-    add("--ledger", metavar="TABLE", help="the toy observer: the rows of TABLE")
+def _settings(values: Mapping[str, Any]) -> LedgerObserver | None:
+    return None if values["ledger"] is None else LedgerObserver(values["ledger"])
 
 
-def _from_args(args: argparse.Namespace) -> LedgerObserver | None:
-    return None if args.ledger is None else LedgerObserver(args.ledger)
-
-
-KIND = Kind(_add_flags, _from_args, {"ledger": "value"})
+KIND = Kind(
+    (Option("ledger", "the toy observer: the rows of TABLE", Part.OBSERVER, metavar="TABLE"),),
+    _settings,
+)
 RUN = ["run", "--worker", "m:build", "--workflow", "W", "--input", "{}"]
 
 
@@ -92,8 +92,8 @@ def test_a_kind_in_the_row_has_its_flags_and_fixture_keywords(toy: None, tmp_pat
     args = parse_args([*RUN, "--ledger", "orders"])
     assert given.settings_from(args) == (LedgerObserver("orders"),)
     assert given.settings_from(parse_args(RUN)) == ()
-    assert every_option()["ledger"] == "value"
-    cmd = _command("m:build", "W", {}, None, tmp_path / "r.json", {"ledger": "orders"})
+    assert "ledger" in keywords()
+    cmd = _command(tmp_path / "r.json", {"ledger": "orders"})
     assert cmd[-2:] == ["--ledger", "orders"]
     with pytest.raises(InputError, match="a ledger table is a name"):
         CrashTestOptions(observers=(LedgerObserver("no such"),)).check()

@@ -7,8 +7,8 @@ state is compared with a run that never crashed. Depends on temporalio and the s
 The whole crash test is one call::
 
     report = await run_crash_test(
-        Target(worker="myapp.hooks:build_worker", workflow="PaymentsWorkflow",
-               input={"customer": "acme"}),
+        Target(workflow="PaymentsWorkflow", input={"customer": "acme"},
+               old=Version("myapp.hooks:build_worker")),
         observe=charges_of,
         options=CrashTestOptions(points=["after-effect:charge"], jobs=4),
     )
@@ -54,7 +54,7 @@ _WHERE = {
     "CrashPointError": "_errors",
     "CrashTestAborted": "_errors",
     "CrashTestError": "_errors",
-    "CrashTestOptions": "_front.api",
+    "CrashTestOptions": "_front.options",
     "DevServerError": "_errors",
     "Drive": "_plan.target",
     "DriveTimeout": "_errors",
@@ -67,6 +67,7 @@ _WHERE = {
     "ServerUnreachable": "_errors",
     "Target": "_plan.target",
     "Untested": "_points.points",
+    "Version": "_plan.target",
     "dev_server_command": "_run.devserver",
     "effect": "_worker.effects",
     "run_crash_test": "_front.api",
@@ -94,6 +95,7 @@ __all__ = [
     "ServerUnreachable",
     "Target",
     "Untested",
+    "Version",
     "__version__",
     "dev_server_command",
     "effect",
@@ -113,9 +115,10 @@ if TYPE_CHECKING:
         InputError,
         ServerUnreachable,
     )
-    from temporal_crashtest._front.api import CrashTestOptions, run_crash_test
+    from temporal_crashtest._front.api import run_crash_test
+    from temporal_crashtest._front.options import CrashTestOptions
     from temporal_crashtest._observers.http import HttpObserver
-    from temporal_crashtest._plan.target import Drive, Observe, Target
+    from temporal_crashtest._plan.target import Drive, Observe, Target, Version
     from temporal_crashtest._points.points import CrashPoint, Moment, Untested
     from temporal_crashtest._report.report import Cell, Report
     from temporal_crashtest._run.devserver import dev_server_command

@@ -167,20 +167,6 @@ def _workflow_name(cls: type) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def reference_to(value: object, what: str) -> str:
-    """MODULE:NAME of a module-level function or class (a string is taken as it is)."""
-    if isinstance(value, str):
-        return value
-    module = getattr(value, "__module__", None)
-    qualname = getattr(value, "__qualname__", None)
-    if not module or not qualname or "<locals>" in qualname or module == "__main__":
-        raise InputError(
-            f"{what} must be a module-level function or class, or a 'MODULE:NAME' string: "
-            "the crash test loads it again in processes of its own"
-        )
-    return f"{module}:{qualname}"
-
-
 async def call(fn: Callable[..., T | Awaitable[T]], *args: object) -> T:
     """Call a function that may be sync or async."""
     result = fn(*args)

@@ -14,7 +14,8 @@ module-level function given the workflow handle) sends the signals and updates t
 fails. `http=True` (or a host, or a list of hosts) observes the effectful HTTP requests the workers
 send, with `observe` or without it; `html=`, `markdown=`, `junit_xml=` write those reports too;
 `shard="K/N"` runs one shard's share. Every option of the command line's `run` is here, under
-its flag's name (`every_option()`).
+its name (`keywords()`: the flag without `--`, with `_`), and `env=` for the crash test's
+environment.
 
 Registered through the `pytest11` entry point, and inert unless a test uses `crash_test`.
 """
@@ -32,43 +33,17 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
+from temporal_crashtest._errors import InputError
 from temporal_crashtest._exits import EXIT_ALL_MATCH, EXIT_SOME_DIFFER
+from temporal_crashtest._option import Reads
 
 if TYPE_CHECKING:
+    from temporal_crashtest._option import Option
     from temporal_crashtest._report.report import Report
 
 MARKER = "crashtest"
-# Each option a test may give (keyword or marker), and how `python -m temporal_crashtest run`
-# takes it: "value" --name VALUE; "flag" --name when true; "joined" --name A,B (a string or a
-# list); "optional" --name when True, else as "joined"; "each" --plugin once per item; "expect"
-# a deploy test's version for --expect; "env" the command's environment. The report formats but
-# JSON (`markdown`, `html`, `junit_xml`) come from `_formats`, the observers' options (`http`,
-# ...) from their kinds (`every_option`). A test checks these against the command line's flags
-# (crashtest/tests/test_options.py).
-OPTIONS: dict[str, str] = {
-    "points": "joined",
-    "repeat": "value",
-    "jobs": "value",
-    "deadline_s": "value",
-    "real_timeouts": "flag",
-    "exact": "flag",
-    "shard": "value",
-    "data_converter": "value",
-    "plugins": "each",
-    "env": "env",
-    "address": "value",
-    "namespace": "value",
-    "dev_server": "flag",
-    "deploy_to": "value",
-    "worker_tree": "value",
-    "deploy_tree": "value",
-    "worker_cmd": "value",  # in place of `worker`: a worker of any SDK, as a command
-    "deploy_cmd": "value",  # in place of `deploy_to`, with `worker_cmd`
-    "expect_version": "expect",
-    "logs": "value",
-}
-# The fixture's own arguments: what is tested, and the --json report it reads back.
-OWN = ("worker", "workflow", "input", "observe", "drive", "expect", "json")
+OWN_REPORT = "json"  # the --json report the fixture writes and reads back: not the test's to give
+ENV = "env"  # the crash test's process environment (the command line has its own)
 
 
 class CrashTest(Protocol):
@@ -94,58 +69,27 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-def _command(
-    worker: str | None,
-    workflow: str,
-    input: Any,
-    observe: str | None,
-    out: Path,
-    options: dict[str, Any],
-) -> list[str]:
-    cmd = [sys.executable, "-m", "temporal_crashtest", "run"]
-    cmd += ["--worker", worker] if worker is not None else []  # or a worker_cmd
-    cmd += ["--workflow", workflow, "--input", json.dumps(input), "--json", str(out)]
-    cmd += ["--observe", observe] if observe is not None else []
-    for name in ("drive", "expect"):
-        if name in options:
-            value = options[name]
-            cmd += [f"--{name}", value if name == "drive" else json.dumps(value)]
-    if options.get("expect_version") is not None and "expect" in options:
-        raise pytest.UsageError("crash_test: expect (a state) or expect_version, not both")
-    for name, how in every_option().items():
-        value = options.get(name)
-        if value is not None and value is not False:
-            cmd += _flag(name, how, value)
+def keywords() -> dict[str, Option]:
+    """Each option a test may give (keyword or marker), by name: every option the command line
+    has (`_front.options.every_option`), and `env`."""
+    from temporal_crashtest._front.options import every_option
+
+    return {
+        o.name: o
+        for o in every_option()
+        if (o.reads is not Reads.NO_FLAG or o.name == ENV) and o.name != OWN_REPORT
+    }
+
+
+def _command(out: Path, options: Mapping[str, Any]) -> list[str]:
+    """`python -m temporal_crashtest run`'s words for the options a test gave (None: not given,
+    but for a JSON option such as `expect`, where None is a value)."""
+    declared = keywords()
+    cmd = [sys.executable, "-m", "temporal_crashtest", "run", "--json", str(out)]
+    for name, value in options.items():
+        if value is not None or declared[name].reads is Reads.JSON:
+            cmd += declared[name].words(value)
     return cmd
-
-
-def every_option() -> dict[str, str]:
-    """OPTIONS, a path option for each report format but JSON (the fixture's own), and each
-    observer kind's options."""
-    from temporal_crashtest._observers import given
-    from temporal_crashtest._report.formats import FORMATS
-
-    formats = {f.flag[2:].replace("-", "_"): "value" for f in FORMATS if f.flag != "--json"}
-    observers = {name: how for kind in given.KINDS for name, how in kind.fixture.items()}
-    return {**OPTIONS, **formats, **observers}
-
-
-def _flag(name: str, how: str, value: Any) -> list[str]:
-    """The command line's words for one option (see OPTIONS)."""
-    flag = f"--{name.replace('_', '-')}"
-    if how == "flag":
-        return [flag]
-    if how == "optional" and value is True:
-        return [flag]
-    if how in ("joined", "optional"):
-        return [flag, value if isinstance(value, str) else ",".join(value)]
-    if how == "each":
-        return [w for item in value for w in ("--plugin", item)]
-    if how == "expect":  # in a deploy test: old or new
-        return ["--expect", str(value)]
-    if name == "shard" and isinstance(value, tuple):
-        return [flag, "/".join(map(str, value))]
-    return [] if how == "env" else [flag, str(value)]
 
 
 def _run_command(cmd: list[str], out: Path, options: dict[str, Any]) -> Report:
@@ -174,43 +118,24 @@ def crash_test(request: pytest.FixtureRequest) -> CrashTest:
     """`crash_test(worker=..., workflow=..., input=..., observe=...)`: crash the workflow at every
     activity boundary; fail the test, naming the boundaries, unless every one ends in the
     no-crash state. Returns the report (`expect_all_match=False` returns it without failing)."""
-    # Imported only by a test that uses crash_test.
-    from temporal_crashtest._loading import reference_to
-
     marker = request.node.get_closest_marker(MARKER)
     defaults = dict(marker.kwargs) if marker else {}
-    unknown = set(defaults) - set(every_option())
-    if unknown:
+    if unknown := set(defaults) - set(keywords()):
         raise pytest.UsageError(f"@pytest.mark.{MARKER}: unknown options {sorted(unknown)}")
 
-    def run(
-        *,
-        worker: Callable[..., Any] | str | None = None,
-        workflow: type | str,
-        input: Any,
-        observe: Callable[[str], Any] | str | None = None,
-        drive: Callable[[Any], Any] | str | None = None,
-        expect_all_match: bool = True,
-        **given: Any,
-    ) -> Report:
-        unknown = set(given) - set(every_option()) - {"expect"}
-        if unknown:
+    def run(*, expect_all_match: bool = True, **given: Any) -> Report:
+        if unknown := set(given) - set(keywords()):
             raise pytest.UsageError(f"crash_test: unknown options {sorted(unknown)}")
-        options = {**defaults, **{k: v for k, v in given.items() if v is not None}}
-        if "expect" in given:
-            options["expect"] = given["expect"]  # None is a value one may expect
-        if drive is not None:
-            options["drive"] = reference_to(drive, "drive")
-        if options.get("plugins"):
-            options["plugins"] = [reference_to(p, "plugins") for p in options["plugins"]]
-        if options.get("deploy_to") is not None:
-            options["deploy_to"] = reference_to(options["deploy_to"], "deploy_to")
+        if given.get("expect_version") is not None and "expect" in given:
+            raise pytest.UsageError("crash_test: expect (a state) or expect_version, not both")
+        options = {**defaults, **given}
         with tempfile.TemporaryDirectory(prefix="crashtest-") as folder:
             out = Path(folder) / "report.json"
-            observed = reference_to(observe, "observe") if observe is not None else None
-            factory = reference_to(worker, "worker") if worker is not None else None
-            what = (factory, reference_to(workflow, "workflow"))
-            report = _run_command(_command(*what, input, observed, out, options), out, options)
+            try:
+                cmd = _command(out, options)
+            except InputError as err:
+                raise pytest.UsageError(f"crash_test: {err}") from None
+            report = _run_command(cmd, out, options)
         if expect_all_match and not report.ok:
             pytest.fail(report.failure_text(), pytrace=False)
         return report

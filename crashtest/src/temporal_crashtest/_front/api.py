@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import math
 import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from temporal_crashtest._connect import configured, connect, security_for
 from temporal_crashtest._errors import (
@@ -26,16 +24,16 @@ from temporal_crashtest._errors import (
     CrashTestError,
     InputError,
 )
+from temporal_crashtest._front.options import NOTHING, CrashTestOptions
 from temporal_crashtest._history.hazards import deploy_hazards
 from temporal_crashtest._loading import load_callable, load_data_converter, load_plugins
-from temporal_crashtest._observers import Observers, ObserverSettings
+from temporal_crashtest._observers import Observers
 from temporal_crashtest._observers.given import observers_for
-from temporal_crashtest._observers.http import HttpObserver
 from temporal_crashtest._plan.compare import differences, short, to_json
-from temporal_crashtest._plan.reference import NEW, OLD, CellPoint, Reference
-from temporal_crashtest._plan.shards import parse_shard, shard_points
-from temporal_crashtest._plan.target import Drive, Observe, Target
-from temporal_crashtest._points.points import MAX_REPEAT, NOT_REACHED, CrashPoint, Untested
+from temporal_crashtest._plan.reference import CellPoint, Reference
+from temporal_crashtest._plan.shards import shard_points
+from temporal_crashtest._plan.target import Observe, Target
+from temporal_crashtest._points.points import NOT_REACHED, Untested
 from temporal_crashtest._process_groups import TOKEN_ENV
 from temporal_crashtest._report.report import Cell, Report
 from temporal_crashtest._run.cells import Cells, run_cells
@@ -48,7 +46,7 @@ from temporal_crashtest._run.devserver import (
 )
 from temporal_crashtest._run.processes import CANNOT_IMPORT, ForkedServer, NotForked, Processes
 from temporal_crashtest._run.runner import Runner
-from temporal_crashtest._run.session import DEFAULT_DEADLINE_S, Session
+from temporal_crashtest._run.session import Session
 from temporal_crashtest._run.workers import Workers
 from temporal_crashtest._text import shown
 from temporal_crashtest._wire.kill import INSIDE_OFF_THE_WIRE, off_the_wire
@@ -59,130 +57,29 @@ REFERENCE_CHARS = 200  # how much of the reference state a progress line shows
 NAMES_SHOWN = 8  # boundaries named in the progress line that lists them
 
 
-def default_jobs() -> int:
-    """Cells mostly wait (on the server, and on timeouts); their workers are forked, not
-    started afresh, so many cells fit on a core."""
-    return 8 * (os.cpu_count() or 1)
-
-
-class _Nothing:
-    def __repr__(self) -> str:
-        return "NOTHING"
-
-
-NOTHING: Any = _Nothing()  # `expect` not given (None is a state one may expect)
-
-
-@dataclass(kw_only=True, frozen=True)
-class CrashTestOptions:
-    """How a crash test runs; every field has the command line's default.
-
-    Args:
-        points: the crash points to make (`after-effect:2`, `reset:charge`, ...); None: every
-            boundary's.
-        repeat: crash this many workers in a row at each point (1-5).
-        drive: `drive(handle)`, run beside every run to send the signals and updates it waits
-            for.
-        expect: the final state the run without a crash must reach; a reference that differs
-            ends the test before any cell (`Report.expect_diff`).
-        expect_version: in a deploy test, `old` or `new`: every crashed run must end in that
-            version's no-crash state (None: either's).
-        jobs: cells run at once.
-        address: Temporal's HOST:PORT; None: the configured one (TEMPORAL_ADDRESS or the CLI's
-            profile), else one on 127.0.0.1:7233, else a private dev server.
-        namespace: None: the configured one, else `default`.
-        deadline_s: how long one cell may take.
-        real_timeouts: wait for the server's timeouts after a kill instead of fast-forwarding.
-        exact: a run per crash point; by default points are crashed several to a run (a group)
-            and a group that differs is split down to single points (the same verdicts).
-        log_dir: keep the workers' logs here (None: a temporary folder, removed when every cell
-            matches).
-        dev_server: start a private dev server for this test (tuned, in memory), whatever is
-            configured or listening on 127.0.0.1:7233.
-        progress: called with (cells done, cells in all, the cell) as each cell ends.
-        say: called with each line of progress (the server used, the reference, the points).
-        shard: (K, N): run shard K of N's share of the crash points (`_shards`), its report
-            standing alone; `merge` puts the N reports together.
-        http: record the effectful HTTP requests the workers send (`HttpObserver`) and compare
-            them as part of the final state; with it, `observe` may be None.
-        observers: observers given by their settings (`HttpObserver(...)` too: `http=` is
-            the same as `observers=(http,)`); with one, `observe` may be None.
-        timelines: keep each run's timeline in the report (`Report.timelines`: what the HTML
-            report draws); one more history read per run.
-    """
-
-    points: Sequence[str] | None = None
-    repeat: int = 1
-    drive: Drive | None = None
-    expect: Any = NOTHING
-    expect_version: str | None = None
-    jobs: int = field(default_factory=default_jobs)
-    address: str | None = None
-    namespace: str | None = None
-    deadline_s: float = DEFAULT_DEADLINE_S
-    real_timeouts: bool = False
-    exact: bool = False
-    log_dir: Path | None = None
-    dev_server: bool = False
-    progress: Callable[[int, int, Cell], None] | None = None
-    say: Callable[[str], None] | None = None
-    shard: tuple[int, int] | None = None
-    http: HttpObserver | None = None
-    observers: tuple[ObserverSettings, ...] = ()
-    timelines: bool = False
-
-    def check(self) -> None:
-        """InputError (or CrashPointError) for an option out of range, before anything starts."""
-        if self.jobs < 1:
-            raise InputError("jobs must be at least 1")
-        if not (math.isfinite(self.deadline_s) and self.deadline_s > 0):
-            raise InputError(
-                f"deadline_s must be a positive number of seconds, not {self.deadline_s}"
-            )
-        if self.points is not None and not self.points:
-            raise InputError(
-                "no crash points given: a test of none would pass without testing anything "
-                "(leave points out for every boundary's)"
-            )
-        if not 1 <= self.repeat <= MAX_REPEAT:
-            raise InputError(f"repeat must be 1 to {MAX_REPEAT}")
-        for point in self.points or ():
-            CrashPoint.parse(point)
-        if self.expect_version not in (None, OLD, NEW):
-            raise InputError(f"expect_version is {OLD!r} or {NEW!r}, not {self.expect_version!r}")
-        if self.shard is not None:
-            parse_shard("/".join(map(str, self.shard)))
-        if self.dev_server and self.address:
-            raise InputError("a private dev server and an address: give one or the other")
-        for settings in self.watched():
-            settings.check()
-
-    def watched(self) -> tuple[ObserverSettings, ...]:
-        """The observers given by their settings, `http` among them."""
-        return (*self.observers, *((self.http,) if self.http is not None else ()))
-
-
 def check_target(target: Target) -> None:
     """Load every reference the workers will load, here, once: a typo is one InputError now,
     not a failure in every worker process. A factory in another source tree is checked where it
     is loaded, by its tree's fork server (here, its module name may be another version's)."""
-    if target.deploy_tree is not None and target.deploy is None:
-        raise InputError("a source tree for the deployed version, and no version deployed")
-    if target.deploy_to is not None and target.deploy_cmd:
+    old, new = target.old, target.new
+    if bool(old.factory) == bool(old.command):
+        raise InputError("give the worker: --worker MODULE:FACTORY or --worker-cmd COMMAND")
+    if new is not None and new.factory and new.command:
         raise InputError("give the deployed version once: --deploy-to or --deploy-cmd")
-    trees = ((target.worker_tree, "--worker-tree"), (target.deploy_tree, "--deploy-tree"))
+    if new is not None and not (new.factory or new.command):
+        raise InputError("a source tree for the deployed version, and no version deployed")
+    trees = ((old.tree, "--worker-tree"), (new.tree if new else None, "--deploy-tree"))
     for tree, flag in trees:
         if tree is not None and not Path(tree).is_dir():
             raise InputError(f"{flag} {shown(tree)}: no such folder")
-    deploy = target.deploy
-    if target.old.on_the_wire or (deploy is not None and deploy.new.on_the_wire):
+    if old.on_the_wire or (new is not None and new.on_the_wire):
         _check_command(target)
-        if target.worker_tree is None and (forked := target.old.forked_factory):
+        if old.tree is None and (forked := old.forked_factory):
             load_callable(forked, "the worker command's --worker")  # imported before the fork
-    elif target.worker_tree is None:
-        load_callable(target.worker, "the worker factory")
-    if target.deploy_to is not None and target.deploy_tree is None:
-        load_callable(target.deploy_to, "the deployed version's worker factory (--deploy-to)")
+    elif old.tree is None:
+        load_callable(old.factory, "the worker factory")
+    if new is not None and new.factory and new.tree is None:
+        load_callable(new.factory, "the deployed version's worker factory (--deploy-to)")
     load_data_converter(target.data_converter)
     load_plugins(list(target.plugins), build=False)  # built once, by each process that uses them
 
@@ -216,7 +113,7 @@ async def run_crash_test(
         target: the worker factory, the workflow and its input (and the workers' data converter,
             plugins and environment).
         observe: `observe(workflow_id)`, your view of a run's final state (sync or async);
-            None with `options.http`: the HTTP requests are the final state.
+            None with an observer among `options.observers` (the HTTP requests, ...).
         options: how it runs (`CrashTestOptions`); None: the defaults.
 
     Returns:
@@ -241,7 +138,7 @@ async def crash_test(
     (`fork_here`), or why it could not."""
     options.check()
     check_target(target)
-    if target.old.on_the_wire and options.watched():
+    if target.old.on_the_wire and options.observers:
         raise InputError(
             "the HTTP observer sees the requests of a Python worker, from inside it: a worker "
             "command's are not seen (observe its effects with --observe)"
@@ -251,12 +148,10 @@ async def crash_test(
             f"expecting the {options.expect_version} version's state is for a deploy test "
             "(--deploy-to)"
         )
-    if options.expect is not NOTHING:  # checked now, compared as JSON once the reference ran
-        options = replace(options, expect=to_json(options.expect, "expect"))
-    log_dir = options.log_dir or Path(tempfile.mkdtemp(prefix="crashtest-"))
+    log_dir = options.logs or Path(tempfile.mkdtemp(prefix="crashtest-"))
     log_dir.mkdir(parents=True, exist_ok=True)
     try:
-        observers = observers_for(observe, options.watched(), log_dir, options.deadline_s)
+        observers = observers_for(observe, options.observers, log_dir, options.deadline_s)
         report = await _crash_test(target, observers, options, forked, log_dir)
     except (asyncio.CancelledError, KeyboardInterrupt):
         if options.say is not None:
@@ -265,10 +160,10 @@ async def crash_test(
     except CrashTestAborted as err:
         raise CrashTestAborted(f"{err}; the workers' logs are in {log_dir}") from None
     except CrashTestError:  # bad input, no server: there is nothing worth keeping
-        if options.log_dir is None:
+        if options.logs is None:
             shutil.rmtree(log_dir, ignore_errors=True)
         raise
-    if report.ok and options.log_dir is None:
+    if report.ok and options.logs is None:
         shutil.rmtree(log_dir, ignore_errors=True)
         return report
     return replace(report, logs=str(log_dir))
@@ -305,7 +200,7 @@ async def _crash_test(
         replayed = await _replay_pass(runner, target, reference, say)
         expect_diff = None
         if options.expect is not NOTHING:
-            expect_diff = differences(options.expect, reference.observed)
+            expect_diff = differences(to_json(options.expect, "expect"), reference.observed)
         chosen, made = _Chosen([], []), Cells([], 0, 0)
         if expect_diff is None:
             chosen, made = await _run_the_cells(runner, target, reference, options, say)
@@ -434,6 +329,7 @@ async def _runner(
         drive=options.drive,
         deadline_s=options.deadline_s,
         real_timeouts=options.real_timeouts,
+        resume_after_s=options.resume_after_s,
     )
     return Runner(session, observers, timelines=options.timelines)
 
@@ -452,7 +348,7 @@ def _ui_url(address: str, server: PrivateDevServer | None) -> str | None:
 async def _references(runner: Runner, target: Target, say: Callable[[str], None]) -> Reference:
     """The run without a crash; in a deploy test, the deployed version's too (a crashed run
     may end in either's state)."""
-    tree = f" on {target.old}" if target.worker_tree else ""
+    tree = f" on {target.old}" if target.old.tree else ""
     say(f"reference run of {target.workflow} (no crash){tree}")
     reference = await runner.reference()
     say(f"reference state: {short(reference.observed, REFERENCE_CHARS)}")

@@ -1,11 +1,10 @@
 """`python -m temporal_crashtest run`: crash-test a Temporal workflow at every boundary.
 
-    python -m temporal_crashtest run --worker MODULE:FACTORY --workflow MODULE:CLASS --input JSON \\
-        (--observe MODULE:FUNC | --http [HOSTS] | both) [--drive MODULE:FUNC] \\
-        [--expect JSON|@FILE] [--points LIST] [--repeat N] [--plugin MODULE:NAME]... \\
-        [--data-converter MODULE:NAME] [--json PATH] [--markdown PATH] [--junit-xml PATH] \\
-        [--html PATH] [--jobs N] [--address HOST:PORT | --dev-server] [--deadline-s S] \\
-        [--logs DIR] [--real-timeouts] [--exact] [--shard K/N]
+    python -m temporal_crashtest run --worker MODULE:FACTORY --workflow MODULE:CLASS \\
+        --input JSON (--observe MODULE:FUNC | --http [HOSTS] | both) [OPTIONS]
+
+The options are listed above; each is declared once (`_front/options.py`, and beside what it
+belongs to), and crashtest/docs/options.md is written from the same declarations.
 
 FACTORY(client, task_queue) -> Worker builds your worker on the client it is given (which
 carries crashtest's interceptor); or a list of Workers, one per task queue the process serves
@@ -43,42 +42,29 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
-import shlex
 import signal
 import sys
 import threading
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from temporal_crashtest._errors import CrashTestError, InputError
+from temporal_crashtest._errors import CrashTestError
 from temporal_crashtest._exits import EXIT_ALL_MATCH, EXIT_BAD_INPUT, EXIT_SOME_DIFFER, exit_now
-from temporal_crashtest._front.api import (
-    NOTHING,
-    CrashTestOptions,
-    check_target,
-    crash_test,
-    default_jobs,
-)
+from temporal_crashtest._front.api import check_target, crash_test
+from temporal_crashtest._front.options import CrashTestOptions, add_flags, values_from
 from temporal_crashtest._front.scaffold import scaffold
-from temporal_crashtest._loading import load_callable, workflow_type
-from temporal_crashtest._observers.given import add_flags as observer_flags
+from temporal_crashtest._loading import load_callable
 from temporal_crashtest._observers.given import check_given, settings_from
-from temporal_crashtest._plan.reference import NEW, OLD
-from temporal_crashtest._plan.shards import parse_shard
-from temporal_crashtest._plan.target import Observe, Target
-from temporal_crashtest._points.points import GLOSSARY, Moment
+from temporal_crashtest._option import Part
+from temporal_crashtest._plan.target import Observe, Target, Version
 from temporal_crashtest._process_groups import kill_strays
 from temporal_crashtest._report.ci import github_errors
 from temporal_crashtest._report.formats import add_format_flags, check_outputs, write_reports
-from temporal_crashtest._report.input import read_regular, read_report
+from temporal_crashtest._report.input import read_report
 from temporal_crashtest._report.merge import merge_reports
 from temporal_crashtest._report.report import Cell, Report
 from temporal_crashtest._run.forkserver import fork_here
 from temporal_crashtest._run.processes import ForkedServer, NotForked
-from temporal_crashtest._run.session import DEFAULT_DEADLINE_S
 from temporal_crashtest._text import ArgumentParser, defused, shown
 
 
@@ -89,7 +75,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def command_line() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
-    """The parser, and its `run` command's (the options reference is written from it)."""
+    """The parser, and its `run` command's."""
     parser = ArgumentParser(
         prog="python -m temporal_crashtest",
         description=__doc__.splitlines()[0] if __doc__ else None,
@@ -98,15 +84,12 @@ def command_line() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="crash-test a workflow at every activity boundary")
-    _what_to_test(run.add_argument)
-    _how_to_crash(run.add_argument)
-    _where_the_server_is(run.add_argument)
-    _what_to_write(run.add_argument)
+    add_flags(run)
     merge = sub.add_parser(
         "merge", help="merge the JSON reports of a crash test's shards (--shard K/N) into one"
     )
     merge.add_argument("reports", nargs="+", type=Path, help="each shard's --json report")
-    add_format_flags(merge.add_argument)
+    add_format_flags(merge)
     scaffold = sub.add_parser(
         "scaffold",
         help="write the hooks file for a workflow: the worker factory from its code, a drive "
@@ -118,148 +101,6 @@ def command_line() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     )
     scaffold.add_argument("--force", action="store_true", help="replace the file if it exists")
     return parser, run
-
-
-Add = Callable[..., argparse.Action]
-
-
-def _what_to_test(add: Add) -> None:
-    """The workflow, its worker, its input, and how its final state is seen and reached."""
-    add("--worker", help="MODULE:FACTORY, (client, task_queue) -> Worker")
-    add(
-        "--worker-cmd",
-        metavar="COMMAND",
-        help="in place of --worker: a worker of any SDK, as a command (`node lib/worker.js`) "
-        "that reads TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE and TEMPORAL_TASK_QUEUE; killed on "
-        "the wire, through a proxy",
-    )
-    add("--workflow", required=True, help="MODULE:CLASS (or the workflow type name)")
-    add("--input", required=True, help="the workflow's argument, as JSON or @FILE holding JSON")
-    add("--observe", help="MODULE:FUNC, (workflow_id) -> JSON (--http, or both, or this)")
-    observer_flags(add)  # each observer kind's own
-    add(
-        "--deploy-to",
-        metavar="MODULE:FACTORY",
-        help="a deploy test: every run starts on --worker, and the worker that takes it over "
-        "after a kill runs this factory's code (the next version: same workflow type); a "
-        "crashed run must end as either version's run without a crash",
-    )
-    add(
-        "--worker-tree",
-        metavar="DIR",
-        help="import --worker from this source tree (a checkout of another version, e.g. "
-        "`git worktree add ../base main`): its processes run there, so modules of the same "
-        "name load from it",
-    )
-    add(
-        "--deploy-cmd",
-        metavar="COMMAND",
-        help="in place of --deploy-to, with --worker-cmd: the next version's worker command",
-    )
-    add(
-        "--deploy-tree",
-        metavar="DIR",
-        help="import --deploy-to (or run --deploy-cmd) from this source tree",
-    )
-    add("--drive", help="MODULE:FUNC, (handle) -> None: sends signals and updates")
-    add(
-        "--expect",
-        help="the final state a run without a crash must reach: JSON, or @FILE; in a deploy "
-        f"test, {OLD} or {NEW} pins the version every crashed run must end as",
-    )
-    add("--data-converter", help="MODULE:NAME of a temporalio DataConverter")
-    add(
-        "--plugin",
-        action="append",
-        default=[],
-        help="MODULE:NAME of a temporalio client Plugin (an agent framework's), for every "
-        "client; repeatable",
-    )
-
-
-def _how_to_crash(add: Add) -> None:
-    """Which points, how many workers in a row, how many cells at once, and how long each."""
-    *most, last = [str(m) for m in Moment.default_set()]
-    defaults = f"{', '.join(most)} and {last}"
-    add(
-        "--points",
-        help=f"only these crash points, comma-separated (default: every {defaults}; a moment "
-        "alone, as after-effect, is its every point; effect: each effect an activity made — a "
-        "committed database write, an answered HTTP request, a "
-        f"temporal_crashtest.effect): {GLOSSARY}",
-    )
-    add("--repeat", type=int, default=1, help="crash this many workers in a row at each point")
-    add("--jobs", type=int, default=default_jobs(), help="cells run at once")
-    add("--deadline-s", type=float, default=DEFAULT_DEADLINE_S, help="per cell")
-    add(
-        "--real-timeouts",
-        action="store_true",
-        help="wait for the server's timeouts after every kill, as production does (slow)",
-    )
-    add(
-        "--shard",
-        metavar="K/N",
-        help="run shard K of N's share of the crash points (each point in exactly one shard; "
-        "each shard's report stands alone; `merge` joins their --json reports)",
-    )
-    add(
-        "--exact",
-        action="store_true",
-        help="a run per crash point (default: several points crashed in one run, a group that "
-        "differs split down to single points; the same verdicts, for an observer that shows "
-        "every effect)",
-    )
-
-
-def _where_the_server_is(add: Add) -> None:
-    add(
-        "--address",
-        help="Temporal's HOST:PORT (default: TEMPORAL_ADDRESS or the Temporal CLI's profile, "
-        "with its API key and TLS; else a server on 127.0.0.1:7233, else a private dev server "
-        "started for this run)",
-    )
-    add("--namespace", help="default: TEMPORAL_NAMESPACE or the profile's, else default")
-    add(
-        "--dev-server",
-        action="store_true",
-        help="start a private dev server for this test, "
-        "whatever is configured or listening on 127.0.0.1:7233",
-    )
-
-
-def _what_to_write(add: Add) -> None:
-    """The reports, and the workers' logs."""
-    add_format_flags(add)
-    add(
-        "--logs",
-        type=Path,
-        help="keep the workers' logs here (default: a temporary folder, "
-        "removed when every cell matches)",
-    )
-
-
-MAX_INPUT_BYTES = 16 * 2**20  # Temporal refuses a payload over 2 MB by default
-
-
-def read_json(text: str, flag: str) -> Any:
-    """--input, --expect: JSON, or @FILE holding JSON."""
-    what = flag
-    if text.startswith("@"):
-        path = Path(text[1:])
-        what = f"{flag} {text}"
-        raw = read_regular(path, MAX_INPUT_BYTES, what)
-        try:
-            text = raw.decode()
-        except UnicodeDecodeError:
-            raise InputError(f"{what} is not UTF-8 text") from None
-    try:
-        return json.loads(text, parse_constant=_not_json)
-    except (ValueError, RecursionError) as err:
-        raise InputError(f"{what} is not JSON: {err}") from None
-
-
-def _not_json(name: str) -> Any:
-    raise ValueError(f"{name} is not a number JSON holds")
 
 
 def say(text: str) -> None:
@@ -278,67 +119,29 @@ def progress(done: int, total: int, cell: Cell) -> None:
     )
 
 
-def _command(text: str | None, flag: str) -> tuple[str, ...]:
-    if text is None:
-        return ()
-    try:
-        words = tuple(shlex.split(text))
-    except ValueError as err:
-        raise InputError(f"{flag} {shown(text)}: {err}") from None
-    if not words:
-        raise InputError(f"{flag} is empty")
-    return words
-
-
 def from_args(args: argparse.Namespace) -> tuple[Target, Observe | None, CrashTestOptions]:
     """The one call's arguments, every one checked before anything starts."""
-    workflow_input = read_json(args.input, "--input")
     check_outputs(args)
-    if (args.worker is None) == (args.worker_cmd is None):
-        raise InputError("give the worker: --worker MODULE:FACTORY or --worker-cmd COMMAND")
+    new = values_from(args, Part.NEW)
     target = Target(
-        worker=args.worker or "",
-        worker_cmd=_command(args.worker_cmd, "--worker-cmd"),
-        deploy_cmd=_command(args.deploy_cmd, "--deploy-cmd"),
-        workflow=workflow_type(args.workflow),
-        input=workflow_input,
-        data_converter=args.data_converter,
-        plugins=tuple(args.plugin),
-        deploy_to=args.deploy_to,
-        worker_tree=_tree(args.worker_tree),
-        deploy_tree=_tree(args.deploy_tree),
+        **values_from(args, Part.TARGET),
+        old=Version(**values_from(args, Part.OLD)),
+        new=Version(**new) if any(new.values()) else None,
     )
-    options = CrashTestOptions(
-        points=[p.strip() for p in args.points.split(",") if p.strip()] if args.points else None,
-        repeat=args.repeat,
-        drive=load_callable(args.drive, "--drive") if args.drive else None,
-        expect=NOTHING if args.expect in (None, OLD, NEW) else read_json(args.expect, "--expect"),
-        expect_version=args.expect if args.expect in (OLD, NEW) else None,
-        jobs=args.jobs,
-        address=args.address,
-        namespace=args.namespace,
-        deadline_s=args.deadline_s,
-        real_timeouts=args.real_timeouts,
-        exact=args.exact,
-        log_dir=args.logs,
-        dev_server=args.dev_server,
-        progress=progress,
-        say=say,
-        shard=parse_shard(args.shard) if args.shard else None,
-        observers=settings_from(args),
+    given = {
+        **values_from(args, Part.RUN),
+        "observers": settings_from(args),
+        "progress": progress,
+        "say": say,
         # the HTML report draws them; a shard's JSON keeps them for `merge --html`
-        timelines=args.html is not None or (args.shard is not None and args.json is not None),
-    )
+        "timelines": args.html is not None or (args.shard is not None and args.json is not None),
+    }
+    options = CrashTestOptions(**given)
     options.check()
-    check_given(args.observe, options.watched())
+    observe = values_from(args, Part.CALL)["observe"]
+    check_given(observe, options.observers)
     check_target(target)
-    observe = load_callable(args.observe, "--observe") if args.observe else None
-    return target, observe, options
-
-
-def _tree(path: str | None) -> str | None:
-    """A source tree's absolute path (its processes are told where their files are)."""
-    return None if path is None else str(Path(path).absolute())
+    return target, load_callable(observe, "--observe") if observe else None, options
 
 
 STOP_GRACE_S = 5.0  # after SIGINT or SIGTERM, how long the test may take to clean up

@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from temporal_crashtest._errors import InputError
+from temporal_crashtest._files import check_output, write_output
 from temporal_crashtest._front.source import Definition, Found, Module, Sources, in_project
 from temporal_crashtest._front.source import keyword as keyword_argument
-from temporal_crashtest._outputs import check_output, write_output
 
 # The calls that schedule an activity, whose first argument names it.
 _BY_STRING = {

@@ -16,20 +16,20 @@ half is installed from its settings and told each activity attempt as it starts
 (`function.UsersView`), the HTTP requests (`http.HttpRequests`).
 
 An observer kind other than the user's function is given as settings (`ObserverSettings`, e.g.
-`HttpObserver`: `CrashTestOptions.observers`), and its options on the command line and in the
-pytest fixture are its `Kind`, a row of `given.KINDS`. To add one, see "An observer" under
-"To add" in docs/architecture.md.
+`HttpObserver`: `CrashTestOptions.observers`), and its options on the command line and in the pytest
+fixture are its `Kind`'s options, and the kind a row of `given.KINDS`. To add one, see "An observer"
+under "To add" in docs/architecture.md.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from temporal_crashtest._option import Option
 from temporal_crashtest._worker.halves import HALVES_ENV
 
 
@@ -83,15 +83,11 @@ class ObserverSettings(Protocol):
         ...
 
 
-Add = Callable[..., argparse.Action]  # `ArgumentParser.add_argument`
-
-
 @dataclass(frozen=True)
 class Kind:
-    """An observer kind's options: its flags on `run`'s command line, its settings from them
-    (None: not asked for), and how the pytest fixture's keywords become those flags (a
-    `pytest_plugin.OPTIONS` "how" per keyword)."""
+    """An observer kind's options (each declared once: the command line's flags, the pytest
+    fixture's keywords and the options page are made from them), and its settings from their
+    values, by name (None: not asked for)."""
 
-    add_flags: Callable[[Add], None]
-    from_args: Callable[[argparse.Namespace], ObserverSettings | None]
-    fixture: Mapping[str, str]
+    options: tuple[Option, ...]
+    settings: Callable[[Mapping[str, Any]], ObserverSettings | None]

@@ -8,22 +8,20 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from temporal_crashtest._errors import InputError
-from temporal_crashtest._observers import Add, Kind, Observer, Observers, ObserverSettings, http
+from temporal_crashtest._observers import Kind, Observer, Observers, ObserverSettings, http
 from temporal_crashtest._observers.function import UsersView
 from temporal_crashtest._plan.target import Observe
 
 KINDS: tuple[Kind, ...] = (http.KIND,)
 
 
-def add_flags(add: Add) -> None:
-    """Each kind's flags, on `run`'s command line."""
-    for kind in KINDS:
-        kind.add_flags(add)
-
-
 def settings_from(args: argparse.Namespace) -> tuple[ObserverSettings, ...]:
     """The observers the command line asked for, by their settings."""
-    return tuple(s for kind in KINDS if (s := kind.from_args(args)) is not None)
+    given = []
+    for kind in KINDS:
+        settings = kind.settings({o.name: o.from_args(args) for o in kind.options})
+        given += [settings] if settings is not None else []
+    return tuple(given)
 
 
 def observers_for(
@@ -40,8 +38,7 @@ def observers_for(
     names = [member.name for member in members]
     if twice := sorted({name for name in names if names.count(name) > 1}):
         raise InputError(
-            f"observers given twice: {', '.join(twice)} (each kind once: `http=` is the same as "
-            "an HttpObserver among `observers`)"
+            f"observers given twice: {', '.join(twice)} (each kind once among `observers`)"
         )
     return Observers(tuple(members))
 

@@ -1,14 +1,14 @@
 """The HTTP observer: effects seen in the requests the workers send, with no observer to write.
 
 Most agent tools take their effects through HTTP (payments, mail, chat, tickets), and every model
-call is an HTTP request that costs money. Given `CrashTestOptions.http` (`--http` on the command
-line), every worker process of the crash test records each effectful request it sends — through
-every library `_http` watches (httpx, aiohttp, urllib3 and requests, http.client and
-urllib.request); not GET, HEAD or OPTIONS — in one file, *before* the request goes out, so a
-worker killed the moment after sending has it recorded: its method, host and path (ids and
-tokens masked, `_http.urls`), a digest of its `Idempotency-Key` header (or the one configured),
-a digest of its body, the root workflow of the run it was sent for and the boundary (activity)
-that sent it. No header value, query value or body is written.
+call is an HTTP request that costs money. Given an `HttpObserver` among `CrashTestOptions.observers`
+(`--http` on the command line), every worker process of the crash test records each effectful
+request it sends — through every library `_worker.http` watches (httpx, aiohttp, urllib3 and
+requests, http.client and urllib.request); not GET, HEAD or OPTIONS — in one file, *before* the
+request goes out, so a worker killed the moment after sending has it recorded: its method, host and
+path (ids and tokens masked, `_worker.http.urls`), a digest of its `Idempotency-Key` header (or the
+one configured), a digest of its body, the root workflow of the run it was sent for and the boundary
+(activity) that sent it. No header value, query value or body is written.
 
 The observed state of a run is what the receivers saw, counted: per `METHOD host/path`, each
 request without a key once, and each key once however often it was sent (the receiver refuses a
@@ -19,21 +19,22 @@ duplicate the crash test reports.
 
 Each effectful request, once answered, is also an effect of the activity that sent it: a crash
 point inside the activity (`effect:N.K`), where a model call is paid again and an unkeyed
-request sent again — with or without this observer (`_http`).
+request sent again — with or without this observer (`_worker.http`).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from temporal_crashtest._errors import InputError
-from temporal_crashtest._observers import Add, Kind
+from temporal_crashtest._observers import Kind
+from temporal_crashtest._option import Option, Part, Reads
 from temporal_crashtest._worker.http_record import (
     DEFAULT_KEY_HEADER,
     DEFAULT_PAID,
@@ -45,7 +46,8 @@ from temporal_crashtest._worker.http_record import (
 
 @dataclass(frozen=True, kw_only=True)
 class HttpObserver(Watched):
-    """What the HTTP observer records (`CrashTestOptions.http`, `--http`): its settings.
+    """What the HTTP observer records (among `CrashTestOptions.observers`; `--http`): its
+    settings.
 
     Args:
         hosts: the hosts whose requests are effects (`HOST` or `HOST:PORT`); empty: every host.
@@ -161,45 +163,43 @@ class HttpRequests:
         return [("HTTP requests", lost)] if lost else []
 
 
-def _add_flags(add: Add) -> None:
-    add(
-        "--http",
-        nargs="?",
-        const="",
-        metavar="HOST[,HOST...]",
-        help="the HTTP observer: record the effectful requests (not GET, HEAD, OPTIONS) the "
-        "workers send (httpx, aiohttp, requests, urllib3, urllib.request, http.client) to "
-        "these hosts (none named: every host), before each is sent; a repeat with the same "
-        "idempotency key counts once",
-    )
-    add(
-        "--http-key-header",
-        default=DEFAULT_KEY_HEADER,
-        metavar="NAME",
-        help=f"the header that carries a request's idempotency key (default {DEFAULT_KEY_HEADER})",
-    )
-    add(
-        "--http-paid",
-        metavar="HOST[:PORT][/PATH][,...]",
-        help="where requests are paid calls, every one counted (default: the model providers' "
-        "API hosts, api.openai.com, api.anthropic.com, ...)",
-    )
-
-
-def _from_args(args: argparse.Namespace) -> HttpObserver | None:
-    if args.http is None:
-        if args.http_paid is not None or args.http_key_header != DEFAULT_KEY_HEADER:
+def _settings(values: Mapping[str, Any]) -> HttpObserver | None:
+    if values["http"] is None:
+        if values["http_paid"] is not None or values["http_key_header"] != DEFAULT_KEY_HEADER:
             raise InputError("--http-paid and --http-key-header go with --http")
         return None
-    listed = [h.strip() for h in args.http.split(",") if h.strip()]
-    paid = DEFAULT_PAID
-    if args.http_paid is not None:
-        paid = tuple(p.strip() for p in args.http_paid.split(",") if p.strip())
-    return HttpObserver(hosts=tuple(listed), key_header=args.http_key_header, paid=paid)
+    paid = DEFAULT_PAID if values["http_paid"] is None else tuple(values["http_paid"])
+    hosts = tuple(values["http"])
+    return HttpObserver(hosts=hosts, key_header=values["http_key_header"], paid=paid)
 
 
 KIND = Kind(
-    _add_flags,
-    _from_args,
-    {"http": "optional", "http_key_header": "value", "http_paid": "joined"},
+    (
+        Option(
+            "http",
+            "the HTTP observer: record the effectful requests (not GET, HEAD, OPTIONS) the "
+            "workers send (httpx, aiohttp, requests, urllib3, urllib.request, http.client) to "
+            "these hosts (none named: every host), before each is sent; a repeat with the same "
+            "idempotency key counts once",
+            Part.OBSERVER,
+            reads=Reads.ALL_OR_LIST,
+            metavar="HOST[,HOST...]",
+        ),
+        Option(
+            "http_key_header",
+            "the header that carries a request's idempotency key",
+            Part.OBSERVER,
+            default=DEFAULT_KEY_HEADER,
+            metavar="NAME",
+        ),
+        Option(
+            "http_paid",
+            "where requests are paid calls, every one counted (default: the model providers' "
+            "API hosts, api.openai.com, api.anthropic.com, ...)",
+            Part.OBSERVER,
+            reads=Reads.LIST,
+            metavar="HOST[:PORT][/PATH][,...]",
+        ),
+    ),
+    _settings,
 )

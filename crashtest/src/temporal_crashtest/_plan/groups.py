@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from datetime import datetime
 
 from temporal_crashtest._plan.reference import CellPoint
@@ -77,7 +78,7 @@ def _weight(point: CellPoint) -> float:
     return kill + REPLAY_S_PER_BOUNDARY * point.boundary.number
 
 
-def _cut(points: list[CellPoint], count: int) -> list[list[CellPoint]]:
+def cut(points: list[CellPoint], count: int) -> list[list[CellPoint]]:
     """`points` as `count` runs of consecutive points of about equal weight."""
     total = sum(map(_weight, points))
     groups: list[list[CellPoint]] = [[]]
@@ -120,8 +121,39 @@ def first_groups(points: list[CellPoint], jobs: int) -> list[list[CellPoint]]:
             # with no more groups than run at once.
             at_once = max(1, round(jobs * weight / sum(weights)))
             count = min(len(kind), max(count, min(math.ceil(weight / budget), at_once)))
-            groups += _cut(kind, count)
+            groups += cut(kind, count)
     return groups
+
+
+def plan(
+    points: list[CellPoint], jobs: int, *, exact: bool, say: Callable[[str], None]
+) -> tuple[list[list[CellPoint]], list[CellPoint]]:
+    """The points' first groups (in run order), and the points that run alone (`exact`; resets
+    and repeats always; and a kill that waits longer than a run of its own), said in a line."""
+    grouped = [] if exact else run_order([p for p in points if groupable(p)])
+    in_groups = set(grouped)
+    alone = [p for p in points if p not in in_groups]
+    groups = first_groups(grouped, jobs)
+    run_s = _run_s(grouped)
+    lone = [g[0] for g in groups if len(g) == 1 and _outweighs_a_run(_weight(g[0]), run_s)]
+    if lone:  # a run of their own, as --exact would
+        groups = [g for g in groups if len(g) > 1 or g[0] not in lone]
+        alone += lone
+        longest = max(p.boundary.retry_s for p in lone)
+        say(
+            f"{len(lone)} crash points run alone: a kill there waits longer than a run of its "
+            f"own takes (the run without a crash: {run_s:.1f} s; the retry policy waits up to "
+            f"{longest:g} s before the next attempt), so a group would only add the waits up"
+        )
+    if groups:
+        sizes = sorted({len(g) for g in groups})
+        in_all = sum(map(len, groups))
+        say(
+            f"{in_all} crash points in {len(groups)} group{'s' if len(groups) > 1 else ''} of "
+            f"{'-'.join(map(str, sizes[:: max(1, len(sizes) - 1)]))} (one run each; a group "
+            "that differs is split down to single points)"
+        )
+    return groups, alone
 
 
 def _outweighs_a_run(kill_s: float, run_s: float) -> bool:
@@ -146,7 +178,7 @@ def _exact_budget(points: list[CellPoint], jobs: int, run_s: float) -> float:
     return max(MIN_GROUP_S, rounds * (run_s + mean_kill) - run_s)
 
 
-class _Splits:
+class Splits:
     """How a failing group is split, from how many groups of its kind (kills after an effect,
     kills that hold a task) have failed so far: an effect without a key fails at every kill
     after it, a checkpoint seldom."""

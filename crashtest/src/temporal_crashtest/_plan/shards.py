@@ -21,7 +21,7 @@ import re
 from collections.abc import Sequence
 
 from temporal_crashtest._errors import InputError
-from temporal_crashtest._plan.groups import _cut, groupable, run_order
+from temporal_crashtest._plan.groups import cut, groupable, run_order
 from temporal_crashtest._plan.reference import CellPoint
 
 _SHARD = re.compile(r"(\d+)/(\d+)")
@@ -52,6 +52,6 @@ def shard_points(points: Sequence[CellPoint], k: int, n: int) -> list[CellPoint]
         if len(kind) < n:  # fewer points than shards: the first shards get one each
             mine += kind[k - 1 : k]
         else:
-            parts = _cut(kind, n)
+            parts = cut(kind, n)
             mine += parts[k - 1] if k <= len(parts) else []
     return mine

@@ -1,6 +1,6 @@
-"""The crash test's data model: what is crash-tested (`Target`), where one cell crashes
-(`CellPoint`), and the run without a crash every cell is compared with (`Reference`: its observed
-state and the tree of boundaries its histories list)."""
+"""What is crash-tested (`Target`): the workflow, its input, and its versions (`Version`: the one
+every run starts on, and in a deploy test the one that takes a run over, `Deploy`), with the
+options that give each (`OPTIONS`); and the user's two callables' shapes (`Observe`, `Drive`)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,17 @@ import shlex
 import shutil
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from temporalio.client import WorkflowHandle
+
+from temporal_crashtest._errors import InputError
+from temporal_crashtest._files import read_json
+from temporal_crashtest._loading import workflow_type
+from temporal_crashtest._option import Option, Part, Reads, declared
+from temporal_crashtest._text import shown
 
 Observe = Callable[[str], Any]
 """`observe(workflow_id) -> JSON-able`: your view of a run's final state (sync or async)."""
@@ -21,75 +28,128 @@ Drive = Callable[[WorkflowHandle[Any, Any]], Any]
 CRASHTEST_WORKER = "temporal_crashtest.worker"  # the module of crashtest's Python worker
 
 
+def _command(flag: str) -> Callable[[str], tuple[str, ...]]:
+    def read(text: str) -> tuple[str, ...]:
+        try:
+            words = tuple(shlex.split(text))
+        except ValueError as err:
+            raise InputError(f"{flag} {shown(text)}: {err}") from None
+        if not words:
+            raise InputError(f"{flag} is empty")
+        return words
+
+    return read
+
+
+def _a_command(value: Any) -> str:
+    return value if isinstance(value, str) else shlex.join(value)
+
+
+def _tree(path: str) -> str:
+    """A source tree's absolute path (its processes are told where their files are)."""
+    return str(Path(path).absolute())
+
+
+def _versions(
+    part: Part, factory: tuple[str, str], tree: tuple[str, str], command: tuple[str, str]
+) -> tuple[Option, ...]:
+    """A version's three options (name, help each): its factory, its source tree, its command."""
+    return (
+        Option(factory[0], factory[1], part, field="factory", code=True, metavar="MODULE:FACTORY"),
+        Option(
+            tree[0], tree[1], part, field="tree", metavar="DIR", read=_tree
+        ),
+        Option(
+            command[0], command[1], part, field="command", metavar="COMMAND",
+            read=_command(f"--{command[0].replace('_', '-')}"), write=_a_command, default=(),
+        ),
+    )  # fmt: skip
+
+
+OPTIONS: tuple[Option, ...] = (
+    *_versions(
+        Part.OLD,
+        ("worker", "MODULE:FACTORY, (client, task_queue) -> Worker"),
+        (
+            "worker_tree",
+            "import --worker from this source tree (a checkout of another version, e.g. `git "
+            "worktree add ../base main`): its processes run there, so modules of the same name "
+            "load from it",
+        ),
+        (
+            "worker_cmd",
+            "in place of --worker: a worker of any SDK, as a command (`node lib/worker.js`) that "
+            "reads TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE and TEMPORAL_TASK_QUEUE; killed on the "
+            "wire, through a proxy",
+        ),
+    ),
+    Option(
+        "workflow", "MODULE:CLASS (or the workflow type name)", Part.TARGET, code=True,
+        required=True, read=workflow_type, metavar="MODULE:CLASS",
+    ),
+    Option(
+        "input", "the workflow's argument, as JSON or @FILE holding JSON", Part.TARGET,
+        reads=Reads.JSON, required=True, read=lambda text: read_json(text, "--input"),
+    ),
+    *_versions(
+        Part.NEW,
+        (
+            "deploy_to",
+            "a deploy test: every run starts on --worker, and the worker that takes it over "
+            "after a kill runs this factory's code (the next version: same workflow type); a "
+            "crashed run must end as either version's run without a crash",
+        ),
+        ("deploy_tree", "import --deploy-to (or run --deploy-cmd) from this source tree"),
+        (
+            "deploy_cmd",
+            "in place of --deploy-to, with --worker-cmd: the next version's worker command",
+        ),
+    ),
+    Option(
+        "data_converter", "MODULE:NAME of a temporalio DataConverter, for every client",
+        Part.TARGET, code=True, metavar="MODULE:NAME",
+    ),
+    Option(
+        "plugins",
+        "MODULE:NAME of temporalio client Plugins (an agent framework's), for every client; "
+        "comma-separated, or the flag again",
+        Part.TARGET, reads=Reads.LIST, code=True, metavar="MODULE:NAME", also=("--plugin",),
+        default=(),
+    ),
+    Option(
+        "env", "more environment for the worker processes (the command line's: its own)",
+        Part.TARGET, reads=Reads.NO_FLAG, default_factory=dict,
+    ),
+)  # fmt: skip
+
+
 @dataclass(kw_only=True, frozen=True)
 class Target:
-    """What is crash-tested: how to build its worker, which workflow, with what input.
+    """What is crash-tested: the workflow and its input, the version every run starts on
+    (`old`), in a deploy test the version that takes a run over after a kill (`new`), and what
+    every client and worker of them is built with. Each field's option is declared in `OPTIONS`
+    above (crashtest/docs/options.md lists them); a version's are its three flags."""
 
-    Args:
-        worker: `MODULE:FACTORY`; `FACTORY(client, task_queue)` returns the Worker (or several,
-            one per task queue its process serves), built on the client it is given.
-        workflow: the workflow type name (the CLI also takes `MODULE:CLASS`).
-        input: the workflow's one argument, as JSON.
-        data_converter: `MODULE:NAME` of a temporalio DataConverter, for every client.
-        plugins: `MODULE:NAME` of temporalio client plugins (an agent framework's).
-        env: more environment for the worker processes.
-        resume_after_s: wait this long after a kill (or before a reset) before the run resumes,
-            e.g. past an idempotency key's TTL.
-        deploy_to: `MODULE:FACTORY` of the next version's worker: every run starts on `worker`,
-            and the worker that takes a run over after a kill runs this one (a deploy). The
-            workflow type names must be the same.
-        worker_tree: the source tree `worker` is imported from (the working directory of its
-            processes and first on their import path): a checkout of another version, e.g. a
-            `git worktree` of the base branch; None: this process's working directory.
-        deploy_tree: the same for `deploy_to`.
-        worker_cmd: the worker as a command of any language (`node lib/worker.js`), in place of
-            `worker`: it reads the server's address, namespace and task queue from the
-            environment, and is killed on the wire, through a proxy (`_wire`).
-        deploy_cmd: the next version's worker command, in place of `deploy_to` (run in
-            `deploy_tree` if given).
-    """
-
-    worker: str  # MODULE:FACTORY, FACTORY(client, task_queue) -> Worker
     workflow: str  # the workflow type name
     input: Any  # the workflow's one argument, as JSON
-    data_converter: str | None = None  # MODULE:NAME, for the worker processes' clients
-    plugins: tuple[str, ...] = ()  # MODULE:NAME of client plugins, for every client
-    env: dict[str, str] = field(default_factory=dict)  # more environment for the workers
-    resume_after_s: float = 0.0  # wait this long after a kill (or before a reset) to resume
-    deploy_to: str | None = None  # MODULE:FACTORY of the version that takes over after a kill
-    worker_tree: str | None = None  # the source tree `worker` is imported from (None: here)
-    deploy_tree: str | None = None  # the source tree `deploy_to` is imported from
-    worker_cmd: tuple[str, ...] = ()  # the worker as a command, in place of `worker`
-    deploy_cmd: tuple[str, ...] = ()  # the next version's worker command, in place of deploy_to
-
-    @property
-    def old(self) -> Version:
-        """The version every run starts on."""
-        return Version(self.worker, self.worker_tree, self.worker_cmd)
+    old: Version  # the version every run starts on
+    new: Version | None = None  # a deploy test's next version: it takes a run over after a kill
+    data_converter: str | None = declared(OPTIONS, "data_converter")
+    plugins: tuple[str, ...] = declared(OPTIONS, "plugins")
+    env: dict[str, str] = declared(OPTIONS, "env")
 
     @property
     def deploy(self) -> Deploy | None:
         """A deploy test's two versions (None: not a deploy test)."""
-        if self.deploy_to is None and not self.deploy_cmd:
-            return None
-        return Deploy(self.old, Version(self.deploy_to or "", self.deploy_tree, self.deploy_cmd))
+        return None if self.new is None else Deploy(self.old, self.new)
 
     def version(self, deployed: bool) -> Version:
         """The old version, or (`deployed`, in a deploy test) the new one."""
-        deploy = self.deploy
-        return deploy.new if deployed and deploy is not None else self.old
+        return self.new if deployed and self.new is not None else self.old
 
     def alone(self, version: Version) -> Target:
         """`version` tested alone (e.g. the new version's run without a crash)."""
-        return replace(
-            self,
-            worker=version.factory,
-            worker_tree=version.tree,
-            worker_cmd=version.command,
-            deploy_to=None,
-            deploy_tree=None,
-            deploy_cmd=(),
-        )
+        return replace(self, old=version, new=None)
 
 
 @dataclass(frozen=True)
@@ -98,7 +158,7 @@ class Version:
     this process's working directory); or the command that runs it, in any language
     (`command`: its workers are killed on the wire, `_wire`)."""
 
-    factory: str  # MODULE:FACTORY
+    factory: str = ""  # MODULE:FACTORY
     tree: str | None = None
     command: tuple[str, ...] = ()  # a worker of any SDK, run as this command (in `tree`)
 

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from temporal_crashtest._outputs import OutputError, check_output, write_output
+from temporal_crashtest._files import OutputError, check_output, write_output
+from temporal_crashtest._option import Option, Part
 from temporal_crashtest._report.ci import junit_xml
 from temporal_crashtest._report.html import html_report
 from temporal_crashtest._report.report import Report
@@ -23,6 +24,18 @@ class Format:
     flag: str  # `--json`: where the report is written in this format
     holds: str  # what the file holds, for --help
     write: Callable[[Report], bytes]
+
+    @property
+    def name(self) -> str:
+        """Its option's name (the pytest fixture's keyword): `junit_xml`."""
+        return self.flag[2:].replace("-", "_")
+
+    @property
+    def option(self) -> Option:
+        """Its option: where to write the report in this format."""
+        return Option(
+            self.name, f"where to write {self.holds}", Part.REPORT, type=Path, metavar="PATH"
+        )
 
 
 FORMATS = (
@@ -46,15 +59,15 @@ FORMATS = (
 )
 
 
-def add_format_flags(add: Callable[..., object]) -> None:
-    """A `--FORMAT PATH` flag per format (`add`: a parser's `add_argument`)."""
+def add_format_flags(parser: argparse.ArgumentParser) -> None:
+    """A `--FORMAT PATH` flag per format (`merge`'s; `run` has them among every option)."""
     for f in FORMATS:
-        add(f.flag, type=Path, metavar="PATH", help=f"where to write {f.holds}")
+        f.option.add_to(parser.add_argument)
 
 
 def asked_for(args: argparse.Namespace) -> list[tuple[Path, str]]:
     """The report files asked for, with the flag that named each."""
-    named = [(getattr(args, f.flag[2:].replace("-", "_")), f.flag) for f in FORMATS]
+    named = [(getattr(args, f.name), f.flag) for f in FORMATS]
     return [(path, flag) for path, flag in named if path is not None]
 
 

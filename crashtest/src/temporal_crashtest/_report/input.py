@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import stat
 import types
 import typing
 from dataclasses import fields, is_dataclass
@@ -23,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from temporal_crashtest._errors import InputError
+from temporal_crashtest._files import read_regular
 from temporal_crashtest._history.timeline import Timeline
 from temporal_crashtest._report.report import Report
 
@@ -40,21 +39,6 @@ def read_report(path: Path) -> Report:
         return report_from_json(json.loads(data, parse_constant=_no_constant))
     except (ValueError, RecursionError) as err:
         raise InputError(f"{path} is not a crash test's --json report ({err})") from None
-
-
-def read_regular(path: Path, limit: int, what: str) -> bytes:
-    """A regular file's bytes, at most `limit`; InputError (naming `what`) for anything else:
-    a FIFO (never waited on), a device such as /dev/zero, a larger file, one not readable."""
-    try:  # opened without waiting (a FIFO's open waits for a writer), then checked
-        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb", buffering=0) as file:
-            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-                raise InputError(f"{what} is not a regular file (a device, a pipe?)")
-            data = file.read(limit + 1)
-    except OSError as err:
-        raise InputError(f"{what}: cannot read it ({err.strerror})") from None
-    if len(data) > limit:
-        raise InputError(f"{what} is over {limit / 2**20:g} MiB")
-    return data
 
 
 def _no_constant(name: str) -> Any:

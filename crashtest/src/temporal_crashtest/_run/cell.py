@@ -73,7 +73,7 @@ class _CrashedRun:
     def __init__(self, session: Session, stages: list[CellPoint], workflow_id: str) -> None:
         self.session, self.stages = session, stages
         self.workflow_id = workflow_id
-        per_kill = SHORT_TASK_TIMEOUT.total_seconds() + session.target.resume_after_s
+        per_kill = SHORT_TASK_TIMEOUT.total_seconds() + session.resume_after_s
         per_kill += GROUP_KILL_ALLOWANCE_S
         extra = max(0, len(stages) - 1) * per_kill
         self.deadline = time.monotonic() + session.deadline_s + extra
@@ -173,7 +173,7 @@ async def crashed_run(
             if not this.killed(point, stage, current, run):
                 break  # a repeat: the recovery did not pass the point again (its answer)
             kills.append(await after_the_kill(session.client, run.handle, current, point, fast))
-            await asyncio.sleep(session.target.resume_after_s)  # e.g. past an idempotency key's TTL
+            await asyncio.sleep(session.resume_after_s)  # e.g. past an idempotency key's TTL
             assert successor is not None
             current = successor
             await session.workers.go(current, this.deadline)

@@ -7,15 +7,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from temporal_crashtest._plan.groups import (
-    _outweighs_a_run,
-    _run_s,
-    _Splits,
-    _weight,
-    first_groups,
-    groupable,
-    run_order,
-)
+from temporal_crashtest._plan.groups import Splits, plan
 from temporal_crashtest._plan.reference import CellPoint, Reference
 from temporal_crashtest._report.report import Cell
 from temporal_crashtest._run.runner import GroupRun, Runner
@@ -52,30 +44,8 @@ async def run_cells(
     """Every crash point's verdict, `jobs` runs at a time: a cell per point (`exact`, and
     resets and repeats always), or the points in groups, split where they differ."""
     tell = say or (lambda _: None)
-    grouped = [] if exact else run_order([p for p in points if groupable(p)])
-    in_groups = set(grouped)
-    alone = [p for p in points if p not in in_groups]
-    groups = first_groups(grouped, jobs)
-    run_s = _run_s(grouped)
-    lone = [g[0] for g in groups if len(g) == 1 and _outweighs_a_run(_weight(g[0]), run_s)]
-    if lone:  # a run of their own, as --exact would
-        groups = [g for g in groups if len(g) > 1 or g[0] not in lone]
-        alone += lone
-        longest = max(p.boundary.retry_s for p in lone)
-        tell(
-            f"{len(lone)} crash points run alone: a kill there waits longer than a run of its "
-            f"own takes (the run without a crash: {run_s:.1f} s; the retry policy waits up to "
-            f"{longest:g} s before the next attempt), so a group would only add the waits up"
-        )
-    if groups:
-        sizes = sorted({len(g) for g in groups})
-        in_all = sum(map(len, groups))
-        tell(
-            f"{in_all} crash points in {len(groups)} group{'s' if len(groups) > 1 else ''} of "
-            f"{'-'.join(map(str, sizes[:: max(1, len(sizes) - 1)]))} (one run each; a group "
-            "that differs is split down to single points)"
-        )
     runs = _Runs(runner, reference, jobs, len(points), progress, tell)
+    groups, alone = plan(points, jobs, exact=exact, say=tell)
     async with asyncio.TaskGroup() as tasks:
         for members in groups:
             tasks.create_task(runs.group(tasks, members))
@@ -102,7 +72,7 @@ class _Runs:
         self.total, self.progress, self.tell = total, progress, tell
         self.done: dict[CellPoint, Cell] = {}
         self.made = 0  # runs made: a group's, a cell's
-        self.splits = {kind: _Splits() for kind in (False, True)}  # by: the kills hold a task
+        self.splits = {kind: Splits() for kind in (False, True)}  # by: the kills hold a task
 
     def record(self, point: CellPoint, cell: Cell) -> None:
         self.done[point] = cell

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 from temporal_crashtest._errors import DevServerError
-from temporal_crashtest._outputs import open_log
+from temporal_crashtest._files import open_log
 from temporal_crashtest._process_groups import dying_with_me
 
 DYNAMIC_CONFIG = {

@@ -29,8 +29,8 @@ from typing import IO, Any
 
 from temporal_crashtest._errors import InputError
 from temporal_crashtest._exits import exit_now
+from temporal_crashtest._files import open_log
 from temporal_crashtest._loading import load_callable, load_data_converter, load_plugins
-from temporal_crashtest._outputs import open_log
 from temporal_crashtest._process_groups import die_with_parent
 from temporal_crashtest._run.processes import CANNOT_IMPORT, ForkedServer, NotForked
 from temporal_crashtest._text import ArgumentParser

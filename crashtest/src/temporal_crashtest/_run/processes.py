@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from temporal_crashtest._errors import InputError
-from temporal_crashtest._outputs import open_log
+from temporal_crashtest._files import open_log
 from temporal_crashtest._process_groups import TOKEN_ENV, dying_with_me, kill_group
 from temporal_crashtest._text import shown
 

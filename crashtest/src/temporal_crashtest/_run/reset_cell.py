@@ -36,7 +36,7 @@ async def reset_run(session: Session, point: CellPoint, workflow_id: str) -> Out
         _ended(session, run, worker, "the run")
         tree = read_tree(await session.histories(run.handle), waited.served)
         here = _boundary(tree.boundaries, point.boundary)
-        await asyncio.sleep(session.target.resume_after_s)  # e.g. past an idempotency key's TTL
+        await asyncio.sleep(session.resume_after_s)  # e.g. past an idempotency key's TTL
         if session.target.deploy is not None:  # the reset run is the new version's
             await session.workers.stop([worker])
             worker = await session.workers.start(f"{queue}-b", queue, deployed=True)

@@ -68,6 +68,7 @@ class Session:
     drive: Drive | None = None
     deadline_s: float = DEFAULT_DEADLINE_S
     real_timeouts: bool = False  # False: fast-forward every recovery
+    resume_after_s: float = 0.0  # after a kill (or before a reset), before the run resumes
 
     @property
     def target(self) -> Target:

@@ -1,5 +1,7 @@
-"""Where the crash test writes, written safely.
+"""What the crash test reads and writes, read and written safely.
 
+- A file the user names to read (`--input @FILE`, a shard's report) is read only if it is a
+  regular file, up to a limit (`read_regular`): never a FIFO waited on, never /dev/zero.
 - A report file (`--json`, `--markdown`, `--junit-xml`) is checked before the test starts
   (`check_output`): its folder exists and may be written to; the path itself is not a folder, a
   device or a symbolic link. It is written at the end into a file of its own beside it and moved
@@ -15,10 +17,12 @@ Standard library only.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from temporal_crashtest._errors import CrashTestError, InputError
 
@@ -76,3 +80,41 @@ def open_log(path: Path) -> int:
     return os.open(
         path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644
     )
+
+
+def read_regular(path: Path, limit: int, what: str) -> bytes:
+    """A regular file's bytes, at most `limit`; InputError (naming `what`) for anything else:
+    a FIFO (never waited on), a device such as /dev/zero, a larger file, one not readable."""
+    try:  # opened without waiting (a FIFO's open waits for a writer), then checked
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb", buffering=0) as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                raise InputError(f"{what} is not a regular file (a device, a pipe?)")
+            data = file.read(limit + 1)
+    except OSError as err:
+        raise InputError(f"{what}: cannot read it ({err.strerror})") from None
+    if len(data) > limit:
+        raise InputError(f"{what} is over {limit / 2**20:g} MiB")
+    return data
+
+
+MAX_INPUT_BYTES = 16 * 2**20  # Temporal refuses a payload over 2 MB by default
+
+
+def read_json(text: str, flag: str) -> Any:
+    """A value given as JSON, or as @FILE holding JSON (`--input`, `--expect`)."""
+    what = flag
+    if text.startswith("@"):
+        what = f"{flag} {text}"
+        raw = read_regular(Path(text[1:]), MAX_INPUT_BYTES, what)
+        try:
+            text = raw.decode()
+        except UnicodeDecodeError:
+            raise InputError(f"{what} is not UTF-8 text") from None
+    try:
+        return json.loads(text, parse_constant=_not_json)
+    except (ValueError, RecursionError) as err:
+        raise InputError(f"{what} is not JSON: {err}") from None
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON holds")
