@@ -85,11 +85,10 @@ MOMENTS = {
     "in-task:4": "in-task:place_order",  # Temporal: the workflow task before the order
     "reset:4": "reset:place_order",  # Temporal: reset on the new version to before the order
 }
-PROCESS_MOMENTS = tuple(MOMENTS)[:4]
 
 OK, DUP, BLOCKED = Verdict.OK, Verdict.DUP, Verdict.BLOCKED
-# The verdict each design must get, moment by moment (the process engines: PROCESS_MOMENTS;
-# Temporal: all of MOMENTS). Why, in docs/deploys.md's table.
+# The verdict each design must get, moment by moment: the first of MOMENTS, as many as its row
+# has (the process engines: the first four; Temporal: all). Why, in docs/deploys.md's table.
 EXPECTED: dict[tuple[str, str, Change], tuple[Verdict, ...]] = {
     # The journal: steps saved by number and name. By number, any change is safe; by position,
     # the inserted check takes the order's number (its key moves: dup) or its saved row
@@ -139,8 +138,7 @@ class DeployCell(BaseModel, frozen=True):
 
     @property
     def expected(self) -> Verdict:
-        moments = tuple(MOMENTS) if engine_named(self.engine).on_temporal else PROCESS_MOMENTS
-        return EXPECTED[self.engine, self.design, self.change][moments.index(self.moment)]
+        return EXPECTED[self.engine, self.design, self.change][list(MOMENTS).index(self.moment)]
 
 
 class DeployResult(BaseModel):
@@ -163,15 +161,17 @@ class DeployResult(BaseModel):
 
 
 def all_deploy_cells(engine: str | None = None) -> list[DeployCell]:
-    """Every cell, or an engine's: each (engine, design, change) of EXPECTED at its moments."""
+    """Every cell, or an engine's: each (engine, design, change) of EXPECTED at its moments (the
+    first of MOMENTS, one per verdict its row expects)."""
     cells = []
-    for name, design, change in EXPECTED:
+    for (name, design, change), verdicts in EXPECTED.items():
         if engine is not None and name != engine:
             continue
-        moments = tuple(MOMENTS) if name == "temporal" else PROCESS_MOMENTS
+        moments = tuple(MOMENTS)[: len(verdicts)]
         cells += [DeployCell(engine=name, design=design, change=change, moment=m) for m in moments]
     if not cells:
-        raise ConfigError(f"unknown engine {engine!r}; the engines: journal, temporal, dbos")
+        engines = ", ".join(dict.fromkeys(name for name, _, _ in EXPECTED))
+        raise ConfigError(f"unknown engine {engine!r}; the engines: {engines}")
     return cells
 
 

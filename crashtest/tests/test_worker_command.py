@@ -229,7 +229,7 @@ def test_crashtests_own_python_worker_as_a_command_is_forked(
         (["--worker-cmd", "'unclosed", *NOTES], "--worker-cmd"),
         (
             ["--worker-cmd", f"{sys.executable} w.py", "--http", "127.0.0.1:1", *NOTES],
-            "the HTTP observer sees the requests of a Python worker",
+            "the http observer watches from inside a Python worker",
         ),
         (
             ["--worker-cmd", f"{sys.executable} w.py", "--deploy-to", "x:y", *NOTES],

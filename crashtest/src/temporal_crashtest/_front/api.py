@@ -28,7 +28,7 @@ from temporal_crashtest._front.options import NOTHING, CrashTestOptions
 from temporal_crashtest._history.hazards import deploy_hazards
 from temporal_crashtest._loading import load_callable, load_data_converter, load_plugins
 from temporal_crashtest._observers import Observers
-from temporal_crashtest._observers.given import observers_for
+from temporal_crashtest._observers.given import check_beside_a_command, observers_for
 from temporal_crashtest._plan.compare import differences, short, to_json
 from temporal_crashtest._plan.reference import CellPoint, Reference
 from temporal_crashtest._plan.shards import shard_points
@@ -138,11 +138,8 @@ async def crash_test(
     (`fork_here`), or why it could not."""
     options.check()
     check_target(target)
-    if target.old.on_the_wire and options.observers:
-        raise InputError(
-            "the HTTP observer sees the requests of a Python worker, from inside it: a worker "
-            "command's are not seen (observe its effects with --observe)"
-        )
+    if target.old.on_the_wire:
+        check_beside_a_command(options.observers)
     if options.expect_version is not None and target.deploy is None:
         raise InputError(
             f"expecting the {options.expect_version} version's state is for a deploy test "

@@ -4,6 +4,7 @@ and the ones it was given: the user's function, and the settings of the others."
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -50,3 +51,15 @@ def check_given(observe: object, settings: Sequence[ObserverSettings]) -> None:
             "nothing observes the runs: give an observe function (--observe MODULE:FUNC), the "
             "HTTP observer (--http), or both"
         )
+
+
+def check_beside_a_command(settings: Sequence[ObserverSettings]) -> None:
+    """InputError for an observer that watches from inside a Python worker (it has a half there)
+    when the worker is a command: it would see nothing of its runs."""
+    for given in settings:
+        member = given.observer(Path(os.devnull), 0.0)  # made to be asked, never used
+        if member.half is not None:
+            raise InputError(
+                f"the {member.name} observer watches from inside a Python worker: a worker "
+                "command's runs are not seen by it (observe their effects with --observe)"
+            )

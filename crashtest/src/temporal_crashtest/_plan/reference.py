@@ -34,9 +34,13 @@ class CellPoint:
 
     @property
     def crash_at(self) -> str:
-        effect = f".{self.effect}" if self.effect else ""
-        return f"{self.moment.value}:{self.boundary.number}{effect}" + (
-            f"*{self.repeat}" if self.repeat > 1 else ""
+        return str(
+            CrashPoint(
+                moment=self.moment,
+                position=self.boundary.number,
+                effect=self.effect,
+                repeat=self.repeat,
+            )
         )
 
     @property

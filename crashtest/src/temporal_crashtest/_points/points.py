@@ -63,6 +63,7 @@ class _Meaning:
     needs_the_result_seen: bool  # ... only where the workflow saw the activity end
     kills_as_scheduled: bool  # the workflow code scheduling it is the moment (not its result)
     kills_at_an_effect: bool = False  # inside the activity, after one of its effects
+    recorded_at_the_kill: bool = False  # what the worker dies sending reaches the server
     dies: str  # what the worker (or the run) has done at that moment
 
 
@@ -127,6 +128,12 @@ class Moment(StrEnum):
         return self._meaning.kills_as_scheduled
 
     @property
+    def recorded_at_the_kill(self) -> bool:
+        """What the worker was sending when it died reaches the server (after a checkpoint: the
+        workflow task that recorded the activity's result); otherwise it is lost with it."""
+        return self._meaning.recorded_at_the_kill
+
+    @property
     def dies(self) -> str:
         """What has happened when the crash comes, in words."""
         return self._meaning.dies
@@ -168,6 +175,7 @@ _MEANINGS = {
         needs_a_return=False,
         needs_the_result_seen=True,
         kills_as_scheduled=False,
+        recorded_at_the_kill=True,
         dies="the server recorded the activity done, and nothing after it",
     ),
     Moment.IN_TASK: _Meaning(
@@ -230,6 +238,8 @@ class CrashPoint:
         return self.position is None and self.activity is None
 
     def __str__(self) -> str:
+        """The point as it is written, `parse`'s inverse: every crash point's text is made
+        here (a cell's, a site's) and read by `parse`."""
         if self.every_boundary:
             return self.moment.value
         if self.position is not None:

@@ -101,12 +101,19 @@ class CrashSite:
         return self.position == stamp.position
 
     def __str__(self) -> str:
-        where = "" if self.scope == ROOT_SCOPE else f"{self.scope}:"
-        effect = f".{self.effect}" if self.effect else ""
-        if self.activity is None:
-            return f"{self.moment.value}:{where}{self.position}{effect}"
-        suffix = f"#{self.occurrence}" if self.occurrence > 1 else ""
-        return f"{self.moment.value}:{where}{self.activity}{suffix}{effect}"
+        point = str(
+            CrashPoint(
+                moment=self.moment,
+                position=None if self.activity is not None else self.position,
+                activity=self.activity,
+                occurrence=self.occurrence,
+                effect=self.effect,
+            )
+        )
+        if self.scope == ROOT_SCOPE:
+            return point
+        moment, _, target = point.partition(":")
+        return f"{moment}:{self.scope}:{target}"
 
 
 def encode(data: dict[str, Any]) -> Payload:

@@ -7,27 +7,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from temporal_crashtest._errors import InputError
+from temporal_crashtest._errors import CrashPointError, InputError
 from temporal_crashtest._plan.shards import parse_shard
-from temporal_crashtest._points.points import NOT_REACHED, Moment, Untested
+from temporal_crashtest._points.points import NOT_REACHED, CrashPoint, Moment, Untested
 from temporal_crashtest._report.report import Cell, Report
-
-_MOMENTS = [m.value for m in Moment]
 
 
 def _cell_order(report: Report) -> dict[str, int]:
     """A crash point's place: by boundary, then moment, then effect (`effect:3.2`), then repeat
     (`after-effect:3*2`)."""
 
-    def whole(text: str, default: int) -> int:
-        return int(text) if text.isascii() and text.isdigit() else default
-
     def key(crash_at: str) -> tuple[int, int, int, int]:
-        moment, _, rest = crash_at.partition(":")
-        place, _, repeat = rest.partition("*")
-        number, _, effect = place.partition(".")
-        where = _MOMENTS.index(moment) if moment in _MOMENTS else len(_MOMENTS)
-        return (whole(number, 0), where, whole(effect, 0), whole(repeat, 1))
+        try:
+            point = CrashPoint.parse(crash_at)
+        except CrashPointError:  # checked as the shard was read: not reached
+            return (0, len(Moment), 0, 1)
+        return (point.position or 0, list(Moment).index(point.moment), point.effect, point.repeat)
 
     names = sorted({c.crash_at for c in report.cells}, key=key)
     return {name: i for i, name in enumerate(names)}

@@ -9,7 +9,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from temporal_crashtest._points.points import Moment, Untested, killed_after
+from temporal_crashtest._errors import CrashPointError
+from temporal_crashtest._points.points import CrashPoint, Moment, Untested, killed_after
 from temporal_crashtest._text import json_bytes, markdown_cell, shown
 
 NOTES_LISTED = 3  # untested boundaries with one reason listed one by one; more: one line
@@ -54,6 +55,14 @@ class Cell:
     group: int = 1  # points crashed in the run that gave this verdict (1: a run of its own)
     not_reached: str | None = None  # its run never reached the point, and why: no verdict
     retry: str = ""  # killed inside an activity: what its next attempt did (MADE_AGAIN, ...)
+
+    @property
+    def moment(self) -> Moment | None:
+        """The moment of `crash_at` (None: the run without a crash, or not a crash point)."""
+        try:
+            return CrashPoint.parse(self.crash_at).moment
+        except CrashPointError:
+            return None
 
     def recovery_text(self) -> str:
         if self.group > 1:
@@ -170,7 +179,7 @@ class Report:
                 some = ", ".join(shown(b) for b in boundaries[:NOTES_LISTED])
                 lines.append(f"not tested: {len(boundaries)} boundaries ({some}, …): {shown(why)}")
         lines += [f"note: {shown(w)}" for w in self.warnings]
-        inside = [c for c in self.failed if c.crash_at.startswith(f"{Moment.EFFECT}:")]
+        inside = [c for c in self.failed if c.moment is not None and c.moment.kills_at_an_effect]
         for c in inside:
             then = AFTER_THE_EFFECT.get(c.retry, AFTER_THE_EFFECT[MADE_AGAIN])
             said = (

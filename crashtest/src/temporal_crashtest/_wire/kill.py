@@ -20,7 +20,6 @@ from temporalio.api.workflowservice.v1 import (
 
 from temporal_crashtest._history.attempts import REPORT_LATE, failure_retried
 from temporal_crashtest._history.tree import LOCAL_ACTIVITY_MARKER
-from temporal_crashtest._points.points import Moment
 from temporal_crashtest._points.sites import CrashSite
 from temporal_crashtest._process_groups import kill_group
 from temporal_crashtest._wire.scopes import RunScopes
@@ -76,7 +75,7 @@ class KillAtSite(WireStatus):
                 "activity_id": task.activity_id,
             }
         self.escaped += kill_group(self.pid, self.token)
-        return Pass.ALONE if self.site.moment is Moment.AFTER_CHECKPOINT else Pass.DROP
+        return Pass.ALONE if self.site.moment.recorded_at_the_kill else Pass.DROP
 
     async def _reached(self, method: str, request: bytes) -> str | None:
         """What the worker is sending, if it is the site's moment (None: not yet)."""
@@ -87,7 +86,7 @@ class KillAtSite(WireStatus):
             if workflow_id is None:
                 return None
             commands, where = done.commands, None
-            if site.moment is Moment.IN_TASK and not site.local:
+            if site.moment.kills_as_scheduled and not site.local:
                 if any(_schedules(c, site.activity_id, site.activity_type) for c in commands):
                     where = f"the workflow task scheduling activity {site.activity_id}"
             elif site.local and any(
@@ -96,7 +95,7 @@ class KillAtSite(WireStatus):
                 where = f"the workflow task recording local activity {site.activity_id}"
             run_id = self.runs.get(done.task_token, "")
             return where if where and await self._in_scope(workflow_id, run_id) else None
-        if site.local or site.moment is Moment.IN_TASK:
+        if site.local or site.moment.kills_as_scheduled:
             return None
         end = self.end_of(method, request)
         if end is None or end.task.activity_id != site.activity_id:
@@ -187,7 +186,7 @@ def off_the_wire(site: CrashSite) -> str | None:
     """Why a kill on the wire cannot make `site`'s moment (None: it can)."""
     if site.moment.kills_at_an_effect:
         return INSIDE_OFF_THE_WIRE
-    if site.moment is Moment.IN_TASK and site.local:
+    if site.moment.kills_as_scheduled and site.local:
         return (
             "a local activity is scheduled by no command on the wire: in-task at one is a "
             "Python worker's only"

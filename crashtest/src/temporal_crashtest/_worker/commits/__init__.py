@@ -27,8 +27,9 @@ rolled-back one is none. Not seen: a driver not listed (mark its commits with
 only what the library has already done.
 
 Which connection has uncommitted writes is kept here (`wrote`, `settled`, `rolled_back`), by
-connection, for as long as the connection lives. To add a library: a module with
-`install() -> None` that calls these three after the library's own calls, and its row in `KINDS`.
+connection, for as long as the connection lives. To add a library: a module
+`with_<library>.py` here with `install() -> None` that calls these three after the library's own
+calls, and the library's name in `LIBRARIES`.
 """
 
 from __future__ import annotations
@@ -42,12 +43,9 @@ from typing import Any
 
 from temporal_crashtest._worker.effects import effect
 
-# The library each module watches, by the name it is imported as.
-KINDS = {
-    "psycopg": "temporal_crashtest._worker.commits.with_psycopg",
-    "asyncpg": "temporal_crashtest._worker.commits.with_asyncpg",
-    "sqlite3": "temporal_crashtest._worker.commits.with_sqlite3",
-}
+# The libraries watched, by the name each is imported as; `with_<library>` here watches it.
+LIBRARIES = ("psycopg", "asyncpg", "sqlite3")
+KINDS = {library: f"{__name__}.with_{library}" for library in LIBRARIES}
 WRITES = frozenset({"INSERT", "UPDATE", "DELETE", "MERGE", "COPY", "REPLACE"})
 # The table a write names: `insert into T`, `update T`, `delete from T`, `merge into T`, `copy T`
 # (not `for update ...`, not `do update set`).
