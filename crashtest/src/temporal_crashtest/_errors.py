@@ -53,12 +53,7 @@ class DriveTimeout(CrashTestError, TimeoutError):
 
 class CellFailed(Exception):
     """A cell could not be run as designed (not: its state differs, which is a result). Never
-    leaves the tool: the cell's report says why. `partial`: what the run had come to (the
-    `_cell.Outcome` so far), for its timeline."""
-
-    def __init__(self, why: str, partial: object = None) -> None:
-        super().__init__(why)
-        self.partial = partial
+    leaves a cell's run: its `Outcome.failed` says why, and the cell's report."""
 
 
 class NotReached(CellFailed):

@@ -58,14 +58,18 @@ from temporal_crashtest._observers.given import check_given, settings_from
 from temporal_crashtest._option import Part
 from temporal_crashtest._plan.target import Observe, Target, Version
 from temporal_crashtest._process_groups import kill_strays
-from temporal_crashtest._report.ci import github_errors
-from temporal_crashtest._report.formats import add_format_flags, check_outputs, write_reports
+from temporal_crashtest._report.formats import (
+    add_format_flags,
+    check_outputs,
+    print_reports,
+    write_reports,
+)
 from temporal_crashtest._report.input import read_report
 from temporal_crashtest._report.merge import merge_reports
 from temporal_crashtest._report.report import Cell, Report
 from temporal_crashtest._run.forkserver import fork_here
 from temporal_crashtest._run.processes import ForkedServer, NotForked
-from temporal_crashtest._text import ArgumentParser, defused, shown
+from temporal_crashtest._text import ArgumentParser, shown
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -202,14 +206,10 @@ async def main(
 
 
 def finish(args: argparse.Namespace, report: Report) -> int:
-    """Print the report (table, notes, summary), write the files asked for, and the exit code."""
-    for text in (report.table() if report.cells else "", report.notes(), report.summary()):
-        for line in filter(None, text.splitlines()):
-            print(defused(line))  # every field is `shown` already; no line starts a command
+    """Print the report (table, notes, summary; GitHub's lines), write the files asked for, and
+    the exit code."""
+    print_reports(report)
     failed = write_reports(args, report)
-    if os.environ.get("GITHUB_ACTIONS") == "true":
-        for line in github_errors(report):
-            print(line, flush=True)
     if report.logs:
         say(f"the workers' logs are in {report.logs}")
     for why in failed:

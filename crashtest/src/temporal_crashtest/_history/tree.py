@@ -89,7 +89,7 @@ class Boundary:
     ends: str = "returned"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Tree:
     """The boundaries of a tree's runs, what could not be made one, and what the user should know
     (e.g. activity ids that repeat across a continue-as-new chain)."""
@@ -101,6 +101,9 @@ class Tree:
 
     def run(self, scope: str) -> RunHistory | None:
         return next((r for r in self.runs if r.scope == scope), None)
+
+    def with_warning(self, warning: str) -> Tree:
+        return replace(self, warnings=[*self.warnings, warning])
 
     def with_effects(self, said: list[dict[str, Any]]) -> Tree:
         """The tree with each boundary's effects, as its workers said them (`_effects`): those
@@ -510,10 +513,11 @@ def read_tree(runs: list[RunHistory], served: frozenset[str] = frozenset()) -> T
     """Number and name every boundary of the runs; say what cannot be crashed, and warn where
     `workflow_id:activity_id` keys would collide. `served`: the task queues crashtest's workers
     poll besides each run's own (a factory that builds a Worker per queue)."""
-    tree = Tree(runs)
+    untested: list[Untested] = []
+    boundaries: list[Boundary] = []
     found: list[_Found] = []
     for run in runs:
-        found += _found_in(run, tree.untested, served)
+        found += _found_in(run, untested, served)
     ordered = _in_order(runs, found)
     names = scope_names({r.scope for r in runs})
     per_scope = Counter((f.run.scope, f.activity) for f in ordered)
@@ -531,9 +535,9 @@ def read_tree(runs: list[RunHistory], served: frozenset[str] = frozenset()) -> T
                 label += f" ({hints[id(f)]})"
         if f.local:
             label += " (local)"
-        tree.boundaries.append(_boundary(f, number, label, seen[f.activity]))
-    tree.warnings += _repeated_activity_ids(tree)
-    return tree
+        boundaries.append(_boundary(f, number, label, seen[f.activity]))
+    tree = Tree(runs, boundaries, untested)
+    return replace(tree, warnings=_repeated_activity_ids(tree))
 
 
 def _in_order(runs: list[RunHistory], found: list[_Found]) -> list[_Found]:

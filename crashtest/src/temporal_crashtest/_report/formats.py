@@ -1,6 +1,7 @@
-"""The report formats, one table: each format's flag, what it holds, and how a report is
-written in it. `run` and `merge` both take their flags from it and write through it, so a new
-format is one row here (and its writer's module).
+"""The report formats, one table: the files (`FORMATS`: each one's flag, what it holds, and how
+a report is written in it) and the lines printed (`PRINTED`: the terminal's table, GitHub's
+`::error` lines). `run` and `merge` both take their flags from it and write and print through
+it, so a new format is one row here (and its writer's module).
 
 Standard library only, besides the writers.
 """
@@ -8,15 +9,17 @@ Standard library only, besides the writers.
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from temporal_crashtest._files import OutputError, check_output, write_output
 from temporal_crashtest._option import Option, Part
-from temporal_crashtest._report.ci import junit_xml
+from temporal_crashtest._report.ci import github_errors, junit_xml
 from temporal_crashtest._report.html import html_report
 from temporal_crashtest._report.report import Report
+from temporal_crashtest._text import defused
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,39 @@ FORMATS = (
         lambda r: junit_xml(r).encode(),
     ),
 )
+
+
+@dataclass(frozen=True)
+class Printed:
+    """Lines a report is printed as, on standard output, when `now()` says so."""
+
+    holds: str
+    now: Callable[[], bool]
+    lines: Callable[[Report], list[str]]
+
+
+def _terminal(report: Report) -> list[str]:
+    texts = (report.table() if report.cells else "", report.notes(), report.summary())
+    # every field is `shown` already; no line starts a command
+    return [defused(line) for text in texts for line in filter(None, text.splitlines())]
+
+
+PRINTED = (
+    Printed("the table of verdicts, the notes and the summary", lambda: True, _terminal),
+    Printed(
+        "GitHub's ::error lines, one per failing crash point (with GITHUB_ACTIONS=true)",
+        lambda: os.environ.get("GITHUB_ACTIONS") == "true",
+        github_errors,
+    ),
+)
+
+
+def print_reports(report: Report) -> None:
+    """Print every report's lines that are printed now."""
+    for printed in PRINTED:
+        if printed.now():
+            for line in printed.lines(report):
+                print(line, flush=True)
 
 
 def add_format_flags(parser: argparse.ArgumentParser) -> None:

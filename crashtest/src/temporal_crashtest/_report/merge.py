@@ -87,8 +87,7 @@ def merge_reports(reports: Sequence[tuple[str, Report]]) -> Report:
         timelines={k: v for _, r in reports for k, v in r.timelines.items()},
     )
     order = _cell_order(merged)
-    merged.cells = sorted(cells, key=lambda c: order[c.crash_at])
-    return merged
+    return replace(merged, cells=sorted(cells, key=lambda c: order[c.crash_at]))
 
 
 def _check_the_plan(plan: list[str], cells: list[Cell], untested: list[Untested]) -> None:

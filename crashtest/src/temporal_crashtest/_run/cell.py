@@ -19,16 +19,20 @@ from typing import Any
 from temporalio.client import WorkflowHandle
 
 from temporal_crashtest._errors import CellFailed, NotReached
-from temporal_crashtest._history.load import ActivityOf
-from temporal_crashtest._history.tree import read_tree
+from temporal_crashtest._history.load import (
+    ActivityOf,
+    longest_workflow_task_s,
+    timeouts_without_a_kill,
+)
+from temporal_crashtest._history.tree import Tree, read_tree
 from temporal_crashtest._plan.reference import CellPoint, Reference
 from temporal_crashtest._run.recovery.fastforward import SHORT_TASK_TIMEOUT
 from temporal_crashtest._run.recovery.kills import (
+    DEFAULT_TASK_TIMEOUT_S,
     Kill,
     Recovery,
     after_the_kill,
     read_waits,
-    task_timeout,
 )
 from temporal_crashtest._run.recovery.waiting import until_one_ends
 from temporal_crashtest._run.session import Session, Started
@@ -36,16 +40,22 @@ from temporal_crashtest._run.workers import Worker
 from temporal_crashtest._worker.task_failures import DEADLOCK, with_likely_cause
 
 GROUP_KILL_ALLOWANCE_S = 5.0  # each kill after a group's first adds this much to its deadline
+TASK_HEADROOM = 4  # the short workflow task timeout is at least this many times the longest task
 LOADED_RERUNS = 3  # a cell whose run saw load's doing (`Outcome.unexplained`) is run this often
 
 
 @dataclass(frozen=True, kw_only=True)
 class Outcome:
-    """What a run came to: how it ended (`_session.ending`), its kills, its recovery."""
+    """What a run came to: how it ended (`_session.ending`), its kills, its recovery; or why it
+    could not be run as designed (`failed`), or never reached its first point (`not_reached`),
+    with what it had come to by then."""
 
     workflow_id: str
     handle: WorkflowHandle[Any, Any] | None = None
     end: str = ""
+    tree: Tree | None = None  # its histories, read once it ended
+    failed: str | None = None  # it could not be run as designed (not: its state differs)
+    not_reached: str | None = None  # its first point never came: no verdict
     served: frozenset[str] = frozenset()  # the task queues its workers polled
     kills: tuple[Kill, ...] = ()
     recovery_s: float | None = None
@@ -58,6 +68,11 @@ class Outcome:
     overran: tuple[str, ...] = ()  # attempts a timeout ended while a live worker ran them
 
     @property
+    def ran(self) -> bool:
+        """It ran as designed, to its end (whatever its state)."""
+        return self.failed is None and self.not_reached is None
+
+    @property
     def crashes(self) -> int:
         return len(self.kills)
 
@@ -68,7 +83,9 @@ class Outcome:
 
 
 class _CrashedRun:
-    """The parts of one crashed run that do not change as it goes."""
+    """One crashed run as it goes: its workers, its run's handle, its kills, what the waits
+    between them failed at once (`lost`) and saw end (`lost_ended`), the task queues served;
+    what it came to so far is an `Outcome` (`so_far`)."""
 
     def __init__(self, session: Session, stages: list[CellPoint], workflow_id: str) -> None:
         self.session, self.stages = session, stages
@@ -79,6 +96,34 @@ class _CrashedRun:
         self.deadline = time.monotonic() + session.deadline_s + extra
         self.names = (f"{workflow_id}-{n}" for n in itertools.count())
         self.workers: list[Worker] = []
+        self.run: Started | None = None
+        self.kills: list[Kill] = []
+        self.lost: list[str] = []
+        self.lost_ended: list[ActivityOf] = []
+        self.served: set[str] = set()
+
+    async def until_one_ends(self, run: Started, current: Worker) -> None:
+        """Wait for the run's end or `current`'s, keeping what the wait saw."""
+        kills = frozenset(k.identity for k in self.kills)
+        waited = await until_one_ends(self.session, run, current, self.deadline, kills)
+        self.served |= waited.served
+        self.lost += waited.fast_forward
+        self.lost_ended += waited.ended
+
+    def so_far(self) -> Outcome:
+        """What the run has come to."""
+        return Outcome(
+            workflow_id=self.workflow_id,
+            handle=self.run.handle if self.run else None,
+            kills=tuple(self.kills),
+            fast_forward=(*(self.kills[0].fast_forward if self.kills else ()), *self.lost),
+            served=frozenset(self.served),
+            effects=self.said(),
+            unseen=self.said("unseen"),
+            completions=self.said("completions"),
+            started=frozenset(a for w in self.workers for a in w.status.started),
+            overran=self.overran(),
+        )
 
     async def worker(self, stage: int, short: timedelta | None, warm: bool) -> Worker:
         """The worker of `stage` (0: the first); the last one does not crash. In a deploy test,
@@ -155,55 +200,73 @@ async def crashed_run(
     production's."""
     this = _CrashedRun(session, stages, workflow_id)
     fast = not session.real_timeouts
-    short = task_timeout(stages, reference, shorten and fast)
-    run: Started | None = None
-    kills: list[Kill] = []
-    lost: list[str] = []
-    lost_ended: list[ActivityOf] = []
-    served: set[str] = set()
+    short = _task_timeout(stages, reference, shorten and fast)
     try:
         current = await this.worker(0, short, warm=False)
         successor = await this.worker(1, short, warm=True) if stages else None
-        run = await session.start(workflow_id, workflow_id, short)
+        run = this.run = await session.start(workflow_id, workflow_id, short)
         for stage, point in enumerate(stages):
-            waited = await until_one_ends(session, run, current, this.deadline, _ids(kills))
-            served |= waited.served
-            lost += waited.fast_forward
-            lost_ended += waited.ended
+            await this.until_one_ends(run, current)
             if not this.killed(point, stage, current, run):
                 break  # a repeat: the recovery did not pass the point again (its answer)
-            kills.append(await after_the_kill(session.client, run.handle, current, point, fast))
+            this.kills.append(
+                await after_the_kill(session.client, run.handle, current, point, fast)
+            )
             await asyncio.sleep(session.resume_after_s)  # e.g. past an idempotency key's TTL
             assert successor is not None
             current = successor
             await session.workers.go(current, this.deadline)
             if stage + 1 < len(stages):
                 successor = await this.worker(stage + 2, short, warm=True)
-        waited = await until_one_ends(session, run, current, this.deadline, _ids(kills))
-        served |= waited.served
-        lost += waited.fast_forward
-        lost_ended += waited.ended
+        await this.until_one_ends(run, current)
         end, ended_at = _end(session, run, current), time.monotonic()
+    except NotReached as err:
+        return replace(this.so_far(), not_reached=str(err))
     except CellFailed as err:
-        err.partial = _so_far(this, run, kills, lost)
-        raise
+        return replace(this.so_far(), failed=str(err))
     finally:
-        if run is not None:
-            await run.give_up()
+        if this.run is not None:
+            await this.run.give_up()
         await session.workers.stop(this.workers)
-    outcome = replace(_so_far(this, run, kills, lost), end=end, served=frozenset(served))
-    if not kills:
-        return outcome
-    tree = read_tree(await session.histories(run.handle), outcome.served)
+    tree = read_tree(await session.histories(run.handle), frozenset(this.served))
+    outcome = replace(this.so_far(), end=end, tree=tree)
+    if not this.kills:  # load's marks on a run no kill touched: timeouts, attempts that overran
+        unexplained = timeouts_without_a_kill(tree.runs) + len(outcome.overran)
+        return replace(outcome, recovery=Recovery(unexplained=unexplained))
     one = stages[0] if len(set(stages)) == 1 else None  # a group: no one point's
-    overran = len(outcome.overran)
-    recovery = read_waits(tree, kills, one, reference, short, fast, lost_ended, overran)
+    recovery = read_waits(
+        tree, this.kills, one, reference, short, fast, this.lost_ended, len(outcome.overran)
+    )
     recovery = replace(recovery, unexplained=recovery.unexplained + this.refused())
-    return replace(outcome, recovery_s=ended_at - kills[0].seen_at, recovery=recovery)
+    return replace(outcome, recovery_s=ended_at - this.kills[0].seen_at, recovery=recovery)
 
 
-def _ids(kills: list[Kill]) -> frozenset[str]:
-    return frozenset(k.identity for k in kills)
+def _task_timeout(
+    stages: list[CellPoint], reference: Reference | None, shorten: bool
+) -> timedelta | None:
+    """The short workflow task timeout to start a fast-forwarded run with, where a kill holds a
+    workflow task (or a sibling's); None: the workflow's own."""
+    if not shorten:
+        return None
+    if any(
+        p.holds_a_task or (reference is not None and bool(reference.siblings(p.boundary)))
+        for p in stages
+    ):
+        return _short_task_timeout(reference)
+    return None
+
+
+def _short_task_timeout(reference: Reference | None) -> timedelta:
+    """The workflow task timeout of a cell whose kill holds a task: SHORT_TASK_TIMEOUT, or
+    TASK_HEADROOM times the reference's longest workflow task if that is more (a framework's
+    tasks take hundreds of milliseconds, and outrunning the short timeout costs a rerun), never
+    more than production's. A boundary that ran beside others (scheduled by the same workflow
+    task) counts as holding one: a kill after its effect may come while the worker holds the
+    task a sibling's completion started."""
+    if reference is None:
+        return SHORT_TASK_TIMEOUT
+    longest = timedelta(seconds=TASK_HEADROOM * longest_workflow_task_s(reference.tree.runs))
+    return min(max(SHORT_TASK_TIMEOUT, longest), timedelta(seconds=DEFAULT_TASK_TIMEOUT_S))
 
 
 def _end(session: Session, run: Started, last: Worker) -> str:
@@ -216,22 +279,6 @@ def _end(session: Session, run: Started, last: Worker) -> str:
     return run.ending()
 
 
-def _so_far(this: _CrashedRun, run: Started | None, kills: list[Kill], lost: list[str]) -> Outcome:
-    notes = (*(kills[0].fast_forward if kills else ()), *lost)
-    handle = run.handle if run else None
-    return Outcome(
-        workflow_id=this.workflow_id,
-        handle=handle,
-        kills=tuple(kills),
-        fast_forward=notes,
-        effects=this.said(),
-        unseen=this.said("unseen"),
-        completions=this.said("completions"),
-        started=frozenset(a for w in this.workers for a in w.status.started),
-        overran=this.overran(),
-    )
-
-
 RunOnce = Callable[[str, bool], Awaitable[Outcome]]  # (workflow id, shorten) -> its outcome
 DEADLOCKED = "a workflow task kept failing the SDK's deadlock check"
 UNEXPLAINED = (
@@ -240,27 +287,25 @@ UNEXPLAINED = (
 
 
 async def through_load(once: RunOnce, workflow_ids: Iterator[str]) -> Outcome:
-    """Run the cell once (`once`); run it again, as a new run, at most LOADED_RERUNS times and
-    with the production workflow task timeout, while load leaves its marks: a workflow task that
-    outran the short timeout or an activity attempt no kill ended (the counts would show more
-    than the crash did), or a workflow task that kept failing the SDK's 2 s deadlock check (a
-    long history replayed on a starved CPU). Each rerun's outcome says why it was made."""
+    """Run once (`once`); run again, as a new run, at most LOADED_RERUNS times and with the
+    production workflow task timeout, while load leaves its marks: a workflow task that outran
+    the short timeout, an activity attempt no kill ended, or a timeout in a run no kill touched
+    (the counts would show more than the crash did), or a workflow task that kept failing the
+    SDK's 2 s deadlock check (a long history replayed on a starved CPU). Each rerun's outcome
+    says why it was made. The one policy for every run: the reference's, a cell's."""
     why = ""
     for again in range(LOADED_RERUNS + 1):
         last = again == LOADED_RERUNS
-        try:
-            outcome = _noted(await once(next(workflow_ids), not again), again, why)
-        except CellFailed as err:
-            if isinstance(err.partial, Outcome):
-                err.partial = _noted(err.partial, again, why)
-            if DEADLOCK not in str(err) or last:
-                raise
+        outcome = _noted(await once(next(workflow_ids), not again), again, why)
+        if outcome.failed is not None:
+            if DEADLOCK not in outcome.failed or last:
+                return outcome
             why = DEADLOCKED
-            continue
-        if not outcome.recovery.unexplained or last:
+        elif not outcome.recovery.unexplained or last:
             return outcome
-        why = UNEXPLAINED
-    raise AssertionError("the last rerun returns or raises")
+        else:
+            why = UNEXPLAINED
+    raise AssertionError("the last rerun returns")
 
 
 def _noted(outcome: Outcome, again: int, why: str) -> Outcome:

@@ -24,7 +24,8 @@ from temporal_crashtest._run.workers import Worker
 
 
 async def reset_run(session: Session, point: CellPoint, workflow_id: str) -> Outcome:
-    """Run to the end; reset to the workflow task before the boundary; run to the end."""
+    """Run to the end; reset to the workflow task before the boundary; run to the end (or why
+    that could not be done: `Outcome.failed`)."""
     deadline = time.monotonic() + session.deadline_s
     queue = workflow_id
     worker = await session.workers.start(f"{queue}-a", queue)
@@ -41,7 +42,8 @@ async def reset_run(session: Session, point: CellPoint, workflow_id: str) -> Out
             await session.workers.stop([worker])
             worker = await session.workers.start(f"{queue}-b", queue, deployed=True)
             workers.append(worker)
-        run = run.again(await _reset(session, here, point, workflow_id))
+        reason = f"crashtest: {point.crash_at}, run again from before {point.boundary.label}"
+        run = run.again(await _reset(session, here, reason, workflow_id))
         reset_at = time.monotonic()
         await until_one_ends(session, run, worker, deadline, frozenset())
         end = _ended(session, run, worker, "the reset run")
@@ -52,8 +54,7 @@ async def reset_run(session: Session, point: CellPoint, workflow_id: str) -> Out
             recovery_s=time.monotonic() - reset_at,
         )
     except CellFailed as err:
-        err.partial = Outcome(workflow_id=workflow_id, handle=run.handle if run else None)
-        raise
+        return Outcome(workflow_id=workflow_id, handle=run.handle if run else None, failed=str(err))
     finally:
         if run is not None:
             await run.give_up()
@@ -77,7 +78,7 @@ def _boundary(boundaries: list[Boundary], b: Boundary) -> Boundary:
 
 
 async def _reset(
-    session: Session, here: Boundary, point: CellPoint, workflow_id: str
+    session: Session, here: Boundary, reason: str, workflow_id: str
 ) -> WorkflowHandle[Any, Any]:
     """Reset the run to the workflow task before `here`; the new run's handle."""
     client = session.client
@@ -88,7 +89,7 @@ async def _reset(
                 workflow_execution=WorkflowExecution(
                     workflow_id=here.workflow_id, run_id=here.run_id
                 ),
-                reason=f"crashtest: {point.crash_at}, run again from before {point.boundary.label}",
+                reason=reason,
                 workflow_task_finish_event_id=here.reset_event_id,
                 request_id=str(uuid.uuid4()),
             )

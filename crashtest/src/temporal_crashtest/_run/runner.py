@@ -17,16 +17,14 @@ import itertools
 import re
 import time
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from temporalio.service import RPCError
 
-from temporal_crashtest._errors import CellFailed, CrashTestAborted, NotReached
-from temporal_crashtest._history.load import timeouts_without_a_kill
+from temporal_crashtest._errors import CrashTestAborted
 from temporal_crashtest._history.timeline import timeline_of
-from temporal_crashtest._history.tree import Tree, read_tree
+from temporal_crashtest._history.tree import Tree
 from temporal_crashtest._observers import Observers
 from temporal_crashtest._plan.reference import CellPoint, Reference
 from temporal_crashtest._plan.target import Version
@@ -73,6 +71,17 @@ def _retry(point: CellPoint | None, outcome: Outcome) -> str:
     return RAN_AGAIN if ran else NOT_RETRIED
 
 
+TOO_LOADED = (
+    f"after {LOADED_RERUNS} runs, each still had an activity attempt or a workflow task end that "
+    "no kill ended: the machine is too loaded to tell the crash's effects from the load's (fewer "
+    "--jobs?)"
+)
+
+
+def _since(started: float) -> float:
+    return round(time.monotonic() - started, 2)
+
+
 class Runner:
     """Runs a crash test's runs on one Temporal server (`session`): the reference run (no
     crash), each cell, each group, and observes each run's final state (`observers`); with
@@ -92,33 +101,30 @@ class Runner:
         cancelled, ... by design), and the boundaries to crash at (`alone`: of that version
         alone, in a deploy test)."""
         session = self.session if alone is None else self.session.alone(alone)
-        tree: Tree | None = None
-        for again in range(LOADED_RERUNS + 1):
-            try:
-                run = await crashed_run(session, [], self._workflow_id("reference"))
-            except CellFailed as err:
-                raise CrashTestAborted(f"the reference run (no crash) failed: {err}") from None
-            assert run.handle is not None
-            tree = read_tree(await self.session.histories(run.handle), run.served)
-            tree = tree.with_effects(list(run.effects)).with_unseen(list(run.unseen))
-            tree = tree.with_completions(list(run.completions))
-            if not (marks := timeouts_without_a_kill(tree.runs) + len(run.overran)):
-                break
+        run = await through_load(
+            lambda workflow_id, _: crashed_run(session, [], workflow_id),
+            (self._workflow_id("reference") for _ in itertools.count()),
+        )
+        if not run.ran or run.tree is None:
+            raise CrashTestAborted(
+                f"the reference run (no crash) failed: {run.failed or run.not_reached}"
+            )
+        tree = run.tree.with_effects(list(run.effects)).with_unseen(list(run.unseen))
+        tree = tree.with_completions(list(run.completions))
+        if marks := run.recovery.unexplained:
             # A timeout no kill caused: on a loaded machine, a live worker's heartbeat came late
-            # and its attempt ran again (an unkeyed effect twice). Not the state to compare with.
-            if again == LOADED_RERUNS:
-                overran = "".join(f"; {o}" for o in run.overran)
-                tree.warnings.append(
-                    f"the run without a crash had {marks} timeout(s) that no kill caused in each "
-                    f"of {LOADED_RERUNS + 1} runs{overran}: by design, or a loaded machine"
-                )
-        assert tree is not None
+            # and its attempt ran again (an unkeyed effect twice), in every run: said, not hidden.
+            overran = "".join(f"; {o}" for o in run.overran)
+            tree = tree.with_warning(
+                f"the run without a crash had {marks} timeout(s) that no kill caused in each "
+                f"of {LOADED_RERUNS + 1} runs{overran}: by design, or a loaded machine"
+            )
         if not tree.boundaries:
             raise CrashTestAborted(
                 "the workflow ran no activities and no local activities: there is nothing to "
                 "crash" + "".join(f"; {u.boundary}: {u.why}" for u in tree.untested)
             )
-        observed = await self.observe(run.workflow_id)
+        observed = await self.observers.state(run.workflow_id)
         reference = Reference(observed, tree, run.end, overran=run.overran)
         self.reference_workflow_id = self.reference_workflow_id or run.workflow_id
         await self._keep_timeline(run, reference)
@@ -127,37 +133,34 @@ class Runner:
     async def cell(self, point: CellPoint | None, reference: Reference) -> Cell:
         """One crash (None: no crash) or reset, compared with the reference."""
         started = time.monotonic()
-        crash_at = point.crash_at if point else "none"
-        outcome, error = await self._outcome(point, reference)
-        if isinstance(error, NotReached):
-            return Cell(
-                workflow_id=outcome.workflow_id,
-                crash_at=crash_at,
-                activity=point.label if point else "",
-                matches=True,
-                observed=None,
-                diff=None,
-                recovery_s=None,
-                seconds=round(time.monotonic() - started, 2),
-                not_reached=str(error),
-            )
+        outcome = await self._outcome(point, reference)
+        row = Cell(
+            workflow_id=outcome.workflow_id,
+            crash_at=point.crash_at if point else "none",
+            activity=point.label if point else "",
+            matches=True,
+            observed=None,
+            diff=None,
+            recovery_s=None,
+            seconds=0.0,
+        )
+        if outcome.not_reached is not None:
+            return replace(row, seconds=_since(started), not_reached=outcome.not_reached)
+        observed, error = None, outcome.failed
         try:
-            observed = await self.observe(outcome.workflow_id)
+            observed = await self.observers.state(outcome.workflow_id)
         except CrashTestAborted as err:
-            observed, error = None, error or str(err)
+            error = error or str(err)
         await self._keep_timeline(outcome, reference)
-        error = None if error is None else str(error)
         diff = error or reference.differs(outcome.end, observed)
         labels = reference.labels()
-        return Cell(
-            workflow_id=outcome.workflow_id,
-            crash_at=crash_at,
-            activity=point.label if point else "",
+        return replace(
+            row,
             matches=diff is None,
             observed=observed,
             diff=diff,
             recovery_s=None if outcome.recovery_s is None else round(outcome.recovery_s, 2),
-            seconds=round(time.monotonic() - started, 2),
+            seconds=_since(started),
             waited_on=list(outcome.recovery.waited_on),
             error=error,
             in_flight=[labels.get(where, where) for where in outcome.in_flight],
@@ -166,54 +169,38 @@ class Runner:
             retry=_retry(point, outcome) if diff else "",
         )
 
-    async def _outcome(
-        self, point: CellPoint | None, reference: Reference
-    ) -> tuple[Outcome, str | CellFailed | None]:
-        """The cell's run, and why it could not be run as designed (None: it could; a
-        `NotReached`: its point was never reached, no verdict)."""
+    async def _outcome(self, point: CellPoint | None, reference: Reference) -> Outcome:
+        """The cell's run: a reset's, or a crash's through load (`through_load`); one that load
+        marked in every rerun could not be run as designed (`Outcome.failed`)."""
         what = re.sub(r"[^\w-]", "-", point.crash_at if point else "none")
-        used: list[str] = []
-        ids = self._workflow_ids(what, used)
-        try:
-            if point is not None and not point.moment.kills_a_worker:
-                return await reset_run(self.session, point, next(ids)), None
-            stages = [point] * point.repeat if point else []
-            outcome = await through_load(
-                lambda workflow_id, shorten: crashed_run(
-                    self.session, stages, workflow_id, reference, shorten
-                ),
-                ids,
-            )
-        except CellFailed as err:
-            partial = err.partial if isinstance(err.partial, Outcome) else None
-            return partial or Outcome(workflow_id=used[-1]), (
-                err if isinstance(err, NotReached) else str(err)
-            )
-        if outcome.recovery.unexplained:
-            return outcome, (
-                f"after {LOADED_RERUNS} runs, each still had an activity attempt or a workflow "
-                "task end that no kill ended: the machine is too loaded to tell the crash's "
-                "effects from the load's (fewer --jobs?)"
-            )
-        return outcome, None
+        ids = (self._workflow_id(what) for _ in itertools.count())
+        if point is not None and not point.moment.kills_a_worker:
+            return await reset_run(self.session, point, next(ids))
+        stages = [point] * point.repeat if point else []
+        outcome = await through_load(
+            lambda workflow_id, shorten: crashed_run(
+                self.session, stages, workflow_id, reference, shorten
+            ),
+            ids,
+        )
+        if outcome.ran and outcome.recovery.unexplained:
+            return replace(outcome, failed=TOO_LOADED)
+        return outcome
 
     async def group(self, points: list[CellPoint], reference: Reference) -> GroupRun:
         """One run crashed at each of `points` in turn (in the order the run reaches them),
         compared with the reference as a whole."""
         started = time.monotonic()
         workflow_id = self._workflow_id(f"group-of-{len(points)}")
-        observed, outcome = None, Outcome(workflow_id=workflow_id)
-        try:
-            outcome = await crashed_run(self.session, points, workflow_id, reference)
-            observed = await self.observe(workflow_id)
-            why = None
-            if outcome.recovery.unexplained:
-                why = "a workflow task or an activity attempt ended that no kill ended"
-        except CellFailed as err:
-            why = str(err)
-            outcome = err.partial if isinstance(err.partial, Outcome) else outcome
-        except CrashTestAborted as err:
-            why = str(err)
+        outcome = await crashed_run(self.session, points, workflow_id, reference)
+        why, observed = outcome.failed or outcome.not_reached, None
+        if why is None and outcome.recovery.unexplained:
+            why = "a workflow task or an activity attempt ended that no kill ended"
+        if outcome.ran:
+            try:
+                observed = await self.observers.state(workflow_id)
+            except CrashTestAborted as err:
+                why = why or str(err)
         await self._keep_timeline(outcome, reference)
         return GroupRun(
             workflow_id=workflow_id,
@@ -243,19 +230,9 @@ class Runner:
             )
         return read_replayed(out)
 
-    async def observe(self, workflow_id: str) -> Any:
-        """The run's end, as the observers see it."""
-        return await self.observers.state(workflow_id)
-
     def _workflow_id(self, what: str) -> str:
         """A new workflow id (and task queue) for every run, readable in the web UI."""
         return f"crashtest-{self.tag}-{next(self._runs)}-{what}"
-
-    def _workflow_ids(self, what: str, used: list[str]) -> Iterator[str]:
-        """New workflow ids for one cell's runs (a rerun's too), each kept in `used`."""
-        while True:
-            used.append(self._workflow_id(what))
-            yield used[-1]
 
     async def _keep_timeline(self, outcome: Outcome, reference: Reference) -> None:
         """Keep the run's timeline (`keep_timelines`); one that cannot be read is left out."""

@@ -1,7 +1,6 @@
 """What follows a kill: recording it (`Kill`), fast-forwarding what the server would otherwise
-wait out (`after_the_kill`, `end_lost_attempts`; see `_fastforward`), the short workflow task
-timeout a cell whose kill holds a task starts with, and what the recovery waited on in
-production, read from the crashed run's history (`read_waits`)."""
+wait out (`after_the_kill`, `end_lost_attempts`; see `_fastforward`), and what the recovery
+waited on in production, read from the crashed run's history (`read_waits`)."""
 
 from __future__ import annotations
 
@@ -19,20 +18,18 @@ from temporalio.client import Client, WorkflowHandle
 from temporal_crashtest._history.load import (
     ActivityOf,
     activity_attempts,
-    longest_workflow_task_s,
     unexplained_activity_attempts,
     unexplained_task_timeouts,
 )
 from temporal_crashtest._history.tree import Boundary, RunHistory, Tree
 from temporal_crashtest._history.waits import Wait, recovery_waits
 from temporal_crashtest._plan.reference import CellPoint, Reference
-from temporal_crashtest._run.recovery.fastforward import SHORT_TASK_TIMEOUT, end_held, fast_forward
+from temporal_crashtest._run.recovery.fastforward import end_held, fast_forward
 from temporal_crashtest._run.recovery.polling import Going
 from temporal_crashtest._run.workers import Worker
 from temporal_crashtest._worker.interceptor import Attempt
 
 DEFAULT_TASK_TIMEOUT_S = 10.0  # the server's, for a run started without one
-TASK_HEADROOM = 4  # the short workflow task timeout is at least this many times the longest task
 # An attempt the server says the live worker started, and that the worker has not said it
 # received for this long, was lost on the way (its poll's answer).
 LOST_AFTER_S = 10.0
@@ -127,34 +124,6 @@ async def end_lost_attempts(
         ),
         tuple((held[1], held[2].activity_id) for held, _ in done),
     )
-
-
-def task_timeout(
-    stages: list[CellPoint], reference: Reference | None, shorten: bool
-) -> timedelta | None:
-    """The short workflow task timeout to start a fast-forwarded run with, where a kill holds a
-    workflow task (or a sibling's); None: the workflow's own."""
-    if not shorten:
-        return None
-    if any(
-        p.holds_a_task or (reference is not None and bool(reference.siblings(p.boundary)))
-        for p in stages
-    ):
-        return short_task_timeout(reference)
-    return None
-
-
-def short_task_timeout(reference: Reference | None) -> timedelta:
-    """The workflow task timeout of a cell whose kill holds a task: SHORT_TASK_TIMEOUT, or
-    TASK_HEADROOM times the reference's longest workflow task if that is more (a framework's
-    tasks take hundreds of milliseconds, and outrunning the short timeout costs a rerun), never
-    more than production's. A boundary that ran beside others (scheduled by the same workflow
-    task) counts as holding one: a kill after its effect may come while the worker holds the
-    task a sibling's completion started."""
-    if reference is None:
-        return SHORT_TASK_TIMEOUT
-    longest = timedelta(seconds=TASK_HEADROOM * longest_workflow_task_s(reference.tree.runs))
-    return min(max(SHORT_TASK_TIMEOUT, longest), timedelta(seconds=DEFAULT_TASK_TIMEOUT_S))
 
 
 @dataclass(frozen=True)
