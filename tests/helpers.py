@@ -172,8 +172,9 @@ def errored(run: CrashtestRun, points: set[str]) -> set[str]:
 
 def racing(run: CrashtestRun, points: set[str]) -> set[str]:
     """Of `points`, those this run failed with a parallel sibling the dead worker held: in
-    flight at the kill, or returned with its completion not yet reported (the fast-forward
-    says so). Whether the sibling had made its (unkeyed) effect when the worker died is a race,
+    flight at the kill, returned with its completion not yet reported (the fast-forward says
+    so), or handed to the worker and not yet begun (its recovery waited on that sibling's
+    timeout). Whether the sibling had made its (unkeyed) effect when the worker died is a race,
     in production as in any two runs of either mode."""
     _, report = run
     return {
@@ -181,8 +182,18 @@ def racing(run: CrashtestRun, points: set[str]) -> set[str]:
         for c in report.get("cells", [])
         if c["crash_at"] in points
         and not c["matches"]
-        and (c["in_flight"] or any(HELD_RETURNED in f for f in c.get("fast_forward", [])))
+        and (
+            c["in_flight"]
+            or any(HELD_RETURNED in f for f in c.get("fast_forward", []))
+            or any(_sibling_timeout(c["activity"], w) for w in c.get("waited_on", []))
+        )
     }
+
+
+def _sibling_timeout(activity: str, waited: str) -> bool:
+    """`waited` is another activity's own timeout (`charge#3 (i-3) heartbeat timeout 2.0 s`)."""
+    found = re.match(r"(.+) (?:heartbeat|start-to-close|schedule-to-close) timeout ", waited)
+    return found is not None and not found[1].startswith("workflow task") and found[1] != activity
 
 
 @dataclass(frozen=True)
