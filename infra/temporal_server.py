@@ -48,6 +48,7 @@ DYNAMIC_CONFIG = {
     "matching.numTaskqueueReadPartitions": "1",
     "matching.numTaskqueueWritePartitions": "1",
     "matching.maxTaskQueueIdleTime": '"70s"',
+    "frontend.WorkflowTimeSkippingEnabled": "true",  # a run may ask to skip its timers
 }
 SQLITE_PRAGMAS = {"journal_mode": "wal"}
 HOST, PORT = "127.0.0.1", 7233  # where `temporal server start-dev` listens by default

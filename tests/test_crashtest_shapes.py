@@ -160,6 +160,18 @@ RUNS: dict[str, list[str]] = {
         ["i-1", "i-2", "i-3"],
         observe=ANY_ORDER,
     ),
+    "reminder-keyed": shape("waits", "keyed_worker", "WeekReminder", "ada"),
+    "reminder-unkeyed": shape("waits", "unkeyed_worker", "WeekReminder", "ada"),
+    "approval-3-days-keyed": shape("waits", "keyed_worker", "ApprovalWithin3Days", "milk"),
+    "approval-3-days-unkeyed": shape("waits", "unkeyed_worker", "ApprovalWithin3Days", "milk"),
+    "approval-3-days-driven-unkeyed": shape(
+        "waits",
+        "unkeyed_worker",
+        "ApprovalWithin3Days",
+        "milk",
+        "--drive",
+        "examples.shapes.waits:approve",
+    ),
     "saga-keyed": shape("saga", "keyed_worker", "OpenAccount", "acme"),
     "saga-unkeyed": shape("saga", "unkeyed_worker", "OpenAccount", "acme"),
     "two-queues-keyed": shape("two_queues", "keyed_worker", "ChargeThenNotify", "i-1"),
@@ -249,9 +261,9 @@ GROUPED_ONLY = frozenset(
     f"{shape}-keyed"
     for shape in ("local", "child", "approval", "conversation", "retries", "optional",
                   "declined", "cancelled", "mark", "kinds", "chain", "two-queues", "watched",
-                  "saga")
+                  "saga", "reminder", "approval-3-days")
 ) | {"mark-one-transaction", "mark-unkeyed-boundaries", "kinds-unkeyed",
-     "approval-undriven", "chain-naive", "broken"}  # fmt: skip
+     "approval-undriven", "chain-naive", "broken", "approval-3-days-driven-unkeyed"}  # fmt: skip
 EXACT_ONLY = {"reset-keyed", "reset-run-keyed"}
 # Run on the wire too (grouped, crashtest's Python worker as a worker command, killed through
 # the proxy): every shape whose points can fail, against its grouped run in process. Not the
@@ -354,6 +366,29 @@ def test_approval_by_update(shapes: BothWays) -> None:
         "the run is idle, waiting for something nobody sends (a signal or an update?): pass "
         "--drive" in done.stderr.splitlines()[-1]
     )
+
+
+def test_workflows_that_wait_days_take_no_real_time(shapes: BothWays) -> None:
+    """A week's sleep between two activities, and three days' wait for an approval nobody
+    gives: every run skips the time it waits on timers (Temporal's time skipping, which the
+    suite's dev server allows), so the crash tests run as any other: keyed clean, unkeyed
+    caught where the effect repeats; the wait's timeout branch runs without a drive, and a
+    drive's approval takes the other branch. On the wire too (ON_THE_WIRE): the start carries
+    the request to skip, the worker needs nothing."""
+    shapes.assert_agree("reminder-unkeyed", "approval-3-days-unkeyed")
+    assert_clean(shapes["reminder-keyed"], ["create_account", "send_reminder"])
+    assert_caught(
+        shapes["reminder-unkeyed"], {"after-effect:1", "after-effect:2"}, "effects: 2 → 3 entries"
+    )
+    keyed = assert_clean(shapes["approval-3-days-keyed"], ["cancel_order"])
+    assert keyed["reference"] == {"effects": ["cancelled milk"]}, keyed["reference"]
+    assert_caught(shapes["approval-3-days-unkeyed"], {"after-effect:1"}, "effects: 1 → 2 entries")
+    driven = assert_caught(
+        shapes["approval-3-days-driven-unkeyed"], {"after-effect:1"}, "effects: 1 → 2 entries"
+    )
+    assert driven["activities"] == ["place_order"]
+    for name in ("reminder-keyed", "reminder-unkeyed", "approval-3-days-keyed"):
+        assert not any("does not skip" in w for w in shapes[name][1]["warnings"]), name
 
 
 def test_a_conversation_driven_to_its_end_through_the_kills(shapes: BothWays) -> None:

@@ -47,6 +47,7 @@ from temporal_crashtest._run.devserver import (
 from temporal_crashtest._run.processes import CANNOT_IMPORT, ForkedServer, NotForked, Processes
 from temporal_crashtest._run.runner import Runner
 from temporal_crashtest._run.session import Session
+from temporal_crashtest._run.virtual_time import NOT_SKIPPED, starting_client
 from temporal_crashtest._run.workers import Workers
 from temporal_crashtest._text import shown
 from temporal_crashtest._wire.kill import INSIDE_OFF_THE_WIRE, off_the_wire
@@ -208,7 +209,6 @@ async def _crash_test(
         if server is not None:
             server.stop()
     deployed = reference.deployed
-    escaped = [_escaped(procs.escaped)] if procs.escaped else []
     return Report(
         workflow=target.workflow,
         activities=[b.label for b in reference.boundaries],
@@ -216,7 +216,7 @@ async def _crash_test(
         cells=cells,
         seconds=round(time.monotonic() - started, 1),
         untested=untested,
-        warnings=[*reference.tree.warnings, *_hazards(reference), *escaped],
+        warnings=_warnings(runner, reference, options, procs),
         expect_diff=expect_diff,
         real_timeouts=options.real_timeouts,
         reference_end=reference.end,
@@ -233,6 +233,21 @@ async def _crash_test(
         ui_url=_ui_url(address, server),
         timelines=dict(runner.timelines),
     )
+
+
+def _warnings(
+    runner: Runner, reference: Reference, options: CrashTestOptions, procs: Processes
+) -> list[str]:
+    """What the user should know: time not skipped, the reference's own notes, what a deploy
+    changes that no run fails on, processes that left their group."""
+    slow = runner.session.starter is None and not options.real_time
+    escaped = [_escaped(procs.escaped)] if procs.escaped else []
+    return [
+        *([NOT_SKIPPED] if slow else []),
+        *reference.tree.warnings,
+        *_hazards(reference),
+        *escaped,
+    ]
 
 
 def _escaped(pids: list[int]) -> str:
@@ -327,6 +342,7 @@ async def _runner(
         deadline_s=options.deadline_s,
         real_timeouts=options.real_timeouts,
         resume_after_s=options.resume_after_s,
+        starter=None if options.real_time else await starting_client(client, say),
     )
     return Runner(session, observers, timelines=options.timelines)
 

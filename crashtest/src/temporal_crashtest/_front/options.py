@@ -177,6 +177,13 @@ _HOW_TO_CRASH = (
         Part.RUN, reads=Reads.SWITCH, default=False,
     ),
     Option(
+        "real_time",
+        "a run's sleeps and timeouts take their real time (default: every run the tool starts "
+        "asks the server to skip the time it waits on timers — Temporal's time skipping — "
+        "where the server allows it)",
+        Part.RUN, reads=Reads.SWITCH, default=False,
+    ),
+    Option(
         "shard",
         "run shard K of N's share of the crash points (each point in exactly one shard; each "
         "shard's report stands alone; `merge` joins their --json reports)",
@@ -261,6 +268,7 @@ class CrashTestOptions:
     deadline_s: float = declared(OPTIONS, "deadline_s")
     resume_after_s: float = declared(OPTIONS, "resume_after_s")
     real_timeouts: bool = declared(OPTIONS, "real_timeouts")
+    real_time: bool = declared(OPTIONS, "real_time")
     shard: tuple[int, int] | None = declared(OPTIONS, "shard")
     exact: bool = declared(OPTIONS, "exact")
     address: str | None = declared(OPTIONS, "address")

@@ -44,6 +44,7 @@ DYNAMIC_CONFIG = {
     "matching.numTaskqueueReadPartitions": "1",
     "matching.numTaskqueueWritePartitions": "1",
     "matching.maxTaskQueueIdleTime": '"70s"',
+    "frontend.WorkflowTimeSkippingEnabled": "true",  # a run may ask to skip its timers
 }
 SQLITE_PRAGMAS = {"journal_mode": "wal"}
 START_TIMEOUT_S = 60

@@ -69,6 +69,7 @@ class Session:
     deadline_s: float = DEFAULT_DEADLINE_S
     real_timeouts: bool = False  # False: fast-forward every recovery
     resume_after_s: float = 0.0  # after a kill (or before a reset), before the run resumes
+    starter: Client | None = None  # the client runs start on, if not `client` (one skipping time)
 
     @property
     def target(self) -> Target:
@@ -82,7 +83,7 @@ class Session:
     async def start(
         self, workflow_id: str, queue: str, task_timeout: timedelta | None = None
     ) -> Started:
-        handle = await self.client.start_workflow(
+        handle = await (self.starter or self.client).start_workflow(
             self.target.workflow,
             self.target.input,
             id=workflow_id,

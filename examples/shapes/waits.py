@@ -1,0 +1,113 @@
+"""Workflows that wait, as most real ones do: a sign-up whose reminder goes out a week later
+(`WeekReminder`), and an order that waits three days for a person's approval and is cancelled
+if none comes (`ApprovalWithin3Days`; crashtest's drive `approve` approves it).
+
+crashtest starts every run with Temporal's time skipping where the server allows it: a week's
+sleep or three days' wait take the run no real time, and the timeout's branch runs without a
+drive."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from temporalio import activity, workflow
+from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError
+from temporalio.worker import Worker
+
+with workflow.unsafe.imports_passed_through():
+    from psycopg_pool import AsyncConnectionPool
+
+    from examples.shapes.build import OPTIONS, shape_worker
+    from examples.shapes.ledger import record, workflow_key
+
+A_WEEK = timedelta(days=7)
+THREE_DAYS = timedelta(days=3)
+RESEND_AFTER_S = 0.5
+
+
+class WaitingActivities:
+    def __init__(self, pool: AsyncConnectionPool, *, keyed: bool) -> None:
+        self.pool, self.keyed = pool, keyed
+
+    async def _record(self, what: str) -> None:
+        await record(self.pool, what, workflow_key() if self.keyed else None)
+
+    @activity.defn
+    async def create_account(self, user: str) -> None:
+        await self._record(f"account of {user}")
+
+    @activity.defn
+    async def send_reminder(self, user: str) -> None:
+        await self._record(f"reminder to {user}")
+
+    @activity.defn
+    async def place_order(self, order: str) -> None:
+        await self._record(f"order {order}")
+
+    @activity.defn
+    async def cancel_order(self, order: str) -> None:
+        await self._record(f"cancelled {order}")
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [self.create_account, self.send_reminder, self.place_order, self.cancel_order]
+
+
+@workflow.defn
+class WeekReminder:
+    @workflow.run
+    async def run(self, user: str) -> None:
+        await workflow.execute_activity_method(WaitingActivities.create_account, user, **OPTIONS)
+        await workflow.sleep(A_WEEK)
+        await workflow.execute_activity_method(WaitingActivities.send_reminder, user, **OPTIONS)
+
+
+@workflow.defn
+class ApprovalWithin3Days:
+    def __init__(self) -> None:
+        self.approved = False
+
+    @workflow.signal
+    def approve(self) -> None:
+        self.approved = True
+
+    @workflow.run
+    async def run(self, order: str) -> str:
+        try:
+            await workflow.wait_condition(lambda: self.approved, timeout=THREE_DAYS)
+        except TimeoutError:
+            await workflow.execute_activity_method(WaitingActivities.cancel_order, order, **OPTIONS)
+            return "cancelled: no approval within 3 days"
+        await workflow.execute_activity_method(WaitingActivities.place_order, order, **OPTIONS)
+        return "placed"
+
+
+async def approve(handle: WorkflowHandle[Any, Any]) -> None:
+    """crashtest's DRIVE: the approver's click, sent until the server takes it (a signal is
+    refused only while the server cannot be reached; a repeat sets the same flag)."""
+    while True:
+        try:
+            await handle.signal(ApprovalWithin3Days.approve)
+            return
+        except RPCError:
+            await asyncio.sleep(RESEND_AFTER_S)
+
+
+async def _worker(client: Client, task_queue: str, keyed: bool) -> Worker:
+    return await shape_worker(
+        client,
+        task_queue,
+        [WeekReminder, ApprovalWithin3Days],
+        lambda pool: WaitingActivities(pool, keyed=keyed).all(),
+    )
+
+
+async def keyed_worker(client: Client, task_queue: str) -> Worker:
+    return await _worker(client, task_queue, keyed=True)
+
+
+async def unkeyed_worker(client: Client, task_queue: str) -> Worker:
+    return await _worker(client, task_queue, keyed=False)
