@@ -133,13 +133,16 @@ async def scale(args: argparse.Namespace) -> int:
 
 async def crashtests(args: argparse.Namespace) -> int:
     from bench.crashtest_speed import (
+        AWAKE,
         EFFECTS_WEIGHED_UP_TO,
         GROCERY,
+        SLEEPS,
         CrashtestError,
         Timing,
         measure,
         private_dev_server,
         ratios,
+        reminder,
         sequence,
         table,
     )
@@ -162,6 +165,8 @@ async def crashtests(args: argparse.Namespace) -> int:
                 runs,
                 ("grouped", "exact", "boundaries", "command"),
             ),
+            (AWAKE, reminder(0), runs, ("grouped",)),
+            (SLEEPS, reminder(30), runs, ("grouped",)),
         ]
         for size in args.sizes:
             chosen = ["grouped"] + ["exact"] * (size <= args.exact_up_to)

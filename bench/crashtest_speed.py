@@ -77,6 +77,19 @@ def sequence(charges: int, worker: str = "keyed_worker") -> list[str]:
     ]  # fmt: skip
 
 
+def reminder(days: int) -> list[str]:
+    """A sign-up's reminder after `days` of sleep (0: none), keyed: what a long sleep costs."""
+    return [
+        "--worker", "examples.shapes.waits:keyed_worker",
+        "--workflow", "examples.shapes.waits:ReminderAfter",
+        "--input", json.dumps({"user": "ada", "days": days}),
+        "--observe", "examples.shapes.ledger:effects_of",
+    ]  # fmt: skip
+
+
+SLEEPS, AWAKE = "a reminder after 30 days", "a reminder at once"
+
+
 class Timing(BaseModel):
     """One crash test, `n` whole runs of it in one mode."""
 
@@ -336,6 +349,12 @@ def ratios(timings: list[Timing]) -> list[str]:
             out.append(
                 f"{t.target}: deploy test / plain = "
                 + ", ".join(f"{t.median_s / p.median_s:.2f}x {p.mode}" for p in plain)
+            )
+        if t.target == SLEEPS and (AWAKE, t.mode) in by:
+            awake = by[(AWAKE, t.mode)]
+            out.append(
+                f"{SLEEPS}: 30 days' sleep / none = {t.median_s / awake.median_s:.2f}x wall "
+                f"({t.points} points each; the sleep skipped: Temporal's time skipping)"
             )
         bare = by.get((t.target, "boundaries"))
         if t.mode == WIRED and bare is not None:

@@ -172,6 +172,9 @@ RUNS: dict[str, list[str]] = {
         "--drive",
         "examples.shapes.waits:approve",
     ),
+    "daily-job": shape(
+        "waits", "keyed_worker", "DailyJob", "ada", "--deadline-s", "15", "--horizon-days", "3"
+    ),
     "saga-keyed": shape("saga", "keyed_worker", "OpenAccount", "acme"),
     "saga-unkeyed": shape("saga", "unkeyed_worker", "OpenAccount", "acme"),
     "two-queues-keyed": shape("two_queues", "keyed_worker", "ChargeThenNotify", "i-1"),
@@ -263,7 +266,8 @@ GROUPED_ONLY = frozenset(
                   "declined", "cancelled", "mark", "kinds", "chain", "two-queues", "watched",
                   "saga", "reminder", "approval-3-days")
 ) | {"mark-one-transaction", "mark-unkeyed-boundaries", "kinds-unkeyed",
-     "approval-undriven", "chain-naive", "broken", "approval-3-days-driven-unkeyed"}  # fmt: skip
+     "approval-undriven", "chain-naive", "broken", "approval-3-days-driven-unkeyed",
+     "daily-job"}  # fmt: skip
 EXACT_ONLY = {"reset-keyed", "reset-run-keyed"}
 # Run on the wire too (grouped, crashtest's Python worker as a worker command, killed through
 # the proxy): every shape whose points can fail, against its grouped run in process. Not the
@@ -377,6 +381,8 @@ def test_workflows_that_wait_days_take_no_real_time(shapes: BothWays) -> None:
     the request to skip, the worker needs nothing."""
     shapes.assert_agree("reminder-unkeyed", "approval-3-days-unkeyed")
     assert_clean(shapes["reminder-keyed"], ["create_account", "send_reminder"])
+    said = shapes["reminder-keyed"][0].stderr
+    assert "the run without a crash covered 7 days of workflow time (time skipping)" in said
     assert_caught(
         shapes["reminder-unkeyed"], {"after-effect:1", "after-effect:2"}, "effects: 2 → 3 entries"
     )
@@ -389,6 +395,13 @@ def test_workflows_that_wait_days_take_no_real_time(shapes: BothWays) -> None:
     assert driven["activities"] == ["place_order"]
     for name in ("reminder-keyed", "reminder-unkeyed", "approval-3-days-keyed"):
         assert not any("does not skip" in w for w in shapes[name][1]["warnings"]), name
+    # A job that sleeps a day in a loop for ever: skipped to its horizon, then named.
+    done, _ = shapes["daily-job"]
+    assert done.returncode == 2, done.stdout + done.stderr
+    said = done.stderr.splitlines()[-1]
+    assert "a timer of 86400.0 s is pending" in said, said
+    assert "time skipping moved its clock 3 days ahead" in said, said
+    assert "horizon (3 days, --horizon-days)" in said, said
 
 
 def test_a_conversation_driven_to_its_end_through_the_kills(shapes: BothWays) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+from datetime import timedelta
 from pathlib import Path
 
 from temporal_crashtest._connect import connect
@@ -27,7 +28,7 @@ SKIPPING = "frontend.WorkflowTimeSkippingEnabled"
 async def _starting(address: str) -> tuple[Client, Client | None, list[str]]:
     said: list[str] = []
     client = await connect(address, namespace="default")
-    return client, await starting_client(client, said.append), said
+    return client, await starting_client(client, timedelta(days=365), said.append), said
 
 
 def test_the_tools_dev_servers_allow_skipping() -> None:

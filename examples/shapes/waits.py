@@ -1,6 +1,7 @@
 """Workflows that wait, as most real ones do: a sign-up whose reminder goes out a week later
-(`WeekReminder`), and an order that waits three days for a person's approval and is cancelled
-if none comes (`ApprovalWithin3Days`; crashtest's drive `approve` approves it).
+(`WeekReminder`), an order that waits three days for a person's approval and is cancelled if
+none comes (`ApprovalWithin3Days`; crashtest's drive `approve` approves it), and a daily job
+that never ends (`DailyJob`), which time skipping follows only to its horizon.
 
 crashtest starts every run with Temporal's time skipping where the server allows it: a week's
 sleep or three days' wait take the run no real time, and the timeout's branch runs without a
@@ -66,6 +67,20 @@ class WeekReminder:
 
 
 @workflow.defn
+class ReminderAfter:
+    """The reminder after `{"days": N}` (none: at once), for the bench's row of what a long
+    sleep costs a crash test beside none."""
+
+    @workflow.run
+    async def run(self, ask: dict[str, Any]) -> None:
+        user = str(ask["user"])
+        await workflow.execute_activity_method(WaitingActivities.create_account, user, **OPTIONS)
+        if ask["days"]:
+            await workflow.sleep(timedelta(days=float(ask["days"])))
+        await workflow.execute_activity_method(WaitingActivities.send_reminder, user, **OPTIONS)
+
+
+@workflow.defn
 class ApprovalWithin3Days:
     def __init__(self) -> None:
         self.approved = False
@@ -85,6 +100,18 @@ class ApprovalWithin3Days:
         return "placed"
 
 
+@workflow.defn
+class DailyJob:
+    """A job that runs every day, for ever: it never ends, so no run without a crash can be
+    compared with; time skipping stops at its horizon, and crashtest says so."""
+
+    @workflow.run
+    async def run(self, user: str) -> None:
+        await workflow.execute_activity_method(WaitingActivities.send_reminder, user, **OPTIONS)
+        while True:
+            await workflow.sleep(timedelta(days=1))
+
+
 async def approve(handle: WorkflowHandle[Any, Any]) -> None:
     """crashtest's DRIVE: the approver's click, sent until the server takes it (a signal is
     refused only while the server cannot be reached; a repeat sets the same flag)."""
@@ -100,7 +127,7 @@ async def _worker(client: Client, task_queue: str, keyed: bool) -> Worker:
     return await shape_worker(
         client,
         task_queue,
-        [WeekReminder, ApprovalWithin3Days],
+        [WeekReminder, ReminderAfter, ApprovalWithin3Days, DailyJob],
         lambda pool: WaitingActivities(pool, keyed=keyed).all(),
     )
 

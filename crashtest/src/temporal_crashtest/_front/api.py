@@ -16,6 +16,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from pathlib import Path
 
 from temporal_crashtest._connect import configured, connect, security_for
@@ -47,7 +48,7 @@ from temporal_crashtest._run.devserver import (
 from temporal_crashtest._run.processes import CANNOT_IMPORT, ForkedServer, NotForked, Processes
 from temporal_crashtest._run.runner import Runner
 from temporal_crashtest._run.session import Session
-from temporal_crashtest._run.virtual_time import NOT_SKIPPED, starting_client
+from temporal_crashtest._run.virtual_time import NOT_SKIPPED, span_text, starting_client
 from temporal_crashtest._run.workers import Workers
 from temporal_crashtest._text import shown
 from temporal_crashtest._wire.kill import INSIDE_OFF_THE_WIRE, off_the_wire
@@ -56,6 +57,7 @@ from temporal_crashtest._worker.replay import Replayed, summary
 
 REFERENCE_CHARS = 200  # how much of the reference state a progress line shows
 NAMES_SHOWN = 8  # boundaries named in the progress line that lists them
+SKIPPED_SPAN = timedelta(hours=1)  # a reference longer in workflow time says how long
 
 
 def check_target(target: Target) -> None:
@@ -342,7 +344,9 @@ async def _runner(
         deadline_s=options.deadline_s,
         real_timeouts=options.real_timeouts,
         resume_after_s=options.resume_after_s,
-        starter=None if options.real_time else await starting_client(client, say),
+        starter=None
+        if options.real_time
+        else await starting_client(client, timedelta(days=options.horizon_days), say),
     )
     return Runner(session, observers, timelines=options.timelines)
 
@@ -365,6 +369,8 @@ async def _references(runner: Runner, target: Target, say: Callable[[str], None]
     say(f"reference run of {target.workflow} (no crash){tree}")
     reference = await runner.reference()
     say(f"reference state: {short(reference.observed, REFERENCE_CHARS)}")
+    if (span := reference.tree.span()) > SKIPPED_SPAN:
+        say(f"the run without a crash covered {span_text(span)} of workflow time (time skipping)")
     for b in reference.boundaries:  # each a crash point (`effect:N.K`)
         if b.effects:
             say(f"{b.label}: {len(b.effects)} effect(s): {', '.join(b.effects)}")

@@ -44,6 +44,7 @@ class _Nothing:
         return "NOTHING"
 
 
+MAX_HORIZON_DAYS = 36500  # a century: past it, a timestamp stops meaning much
 NOTHING: Any = _Nothing()  # `expect` not given (None is a state one may expect)
 
 
@@ -70,6 +71,13 @@ def _seconds(name: str, zero: bool = False) -> Callable[[float], None]:
             raise InputError(f"{name} must be {kind}, not {value}")
 
     return check
+
+
+def _horizon(value: float) -> None:
+    if not (math.isfinite(value) and 0 < value <= MAX_HORIZON_DAYS):
+        raise InputError(
+            f"horizon_days must be a number of days, 0 to {MAX_HORIZON_DAYS}, not {value}"
+        )
 
 
 def _repeat(value: int) -> None:
@@ -184,6 +192,13 @@ _HOW_TO_CRASH = (
         Part.RUN, reads=Reads.SWITCH, default=False,
     ),
     Option(
+        "horizon_days",
+        "how far time skipping may move a run's clock ahead, in days; past it (or past the "
+        "server's budget of skips) a run's timers take their real time, and a run still waiting "
+        "at its deadline is named with both",
+        Part.RUN, type=float, default=365.0, check=_horizon, metavar="DAYS",
+    ),
+    Option(
         "shard",
         "run shard K of N's share of the crash points (each point in exactly one shard; each "
         "shard's report stands alone; `merge` joins their --json reports)",
@@ -269,6 +284,7 @@ class CrashTestOptions:
     resume_after_s: float = declared(OPTIONS, "resume_after_s")
     real_timeouts: bool = declared(OPTIONS, "real_timeouts")
     real_time: bool = declared(OPTIONS, "real_time")
+    horizon_days: float = declared(OPTIONS, "horizon_days")
     shard: tuple[int, int] | None = declared(OPTIONS, "shard")
     exact: bool = declared(OPTIONS, "exact")
     address: str | None = declared(OPTIONS, "address")

@@ -13,7 +13,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio.api.common.v1 import Payload
@@ -101,6 +101,12 @@ class Tree:
 
     def run(self, scope: str) -> RunHistory | None:
         return next((r for r in self.runs if r.scope == scope), None)
+
+    def span(self) -> timedelta:
+        """The workflow time its runs covered, first event to last (time skipping makes it more
+        than the wall clock's)."""
+        times = [e.event_time.ToDatetime() for r in self.runs for e in r.history.events]
+        return max(times) - min(times) if times else timedelta()
 
     def with_warning(self, warning: str) -> Tree:
         return replace(self, warnings=[*self.warnings, warning])

@@ -293,7 +293,7 @@ async def _unpolled(
     (not among `queues`: a child sent elsewhere), after the grace for one it says it polls (its
     first poll may reach the server late)."""
     pending = run.description.raw_description.pending_workflow_task
-    waiting = datetime.now(UTC) - pending.scheduled_time.ToDatetime(tzinfo=UTC)
+    waiting = run_now(run.description) - pending.scheduled_time.ToDatetime(tzinfo=UTC)
     queue = run.description.task_queue
     grace = NO_POLLER_GRACE_S if queue in queues or not queues else 0.0
     if not (
@@ -342,6 +342,15 @@ def _pinned_elsewhere(run: OpenRun, build_id: str | None) -> str | None:
     )
 
 
+def run_now(description: WorkflowExecutionDescription) -> datetime:
+    """The run's clock: the server's times are its own, ahead of the wall's once time skipping
+    moved it."""
+    info = description.raw_description.workflow_extended_info
+    if info.HasField("time_skipping_info"):
+        return info.time_skipping_info.current_time.ToDatetime(tzinfo=UTC)
+    return datetime.now(UTC)
+
+
 def _set_up_wrong(message: str) -> bool:
     lowered = message.lower()
     return any(needle in lowered for needle in SET_UP_WRONG)
@@ -354,7 +363,7 @@ def _workflow_task(description: WorkflowExecutionDescription) -> str:
     if not raw.HasField("pending_workflow_task"):
         return ""
     task = raw.pending_workflow_task
-    now = datetime.now(UTC)
+    now = run_now(description)
     since = (now - task.scheduled_time.ToDatetime(tzinfo=UTC)).total_seconds()
     text = f"; its workflow task, attempt {task.attempt}, was scheduled {seconds_text(since)} ago ("
     if task.state == PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_STARTED:
@@ -400,7 +409,7 @@ async def what_it_waits_on(
         attrs = scheduled.get(p.activity_id)
         live = p.last_worker_identity and p.last_worker_identity not in dead
         if p.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED and live:
-            since = datetime.now(UTC) - p.last_started_time.ToDatetime(tzinfo=UTC)
+            since = run_now(description) - p.last_started_time.ToDatetime(tzinfo=UTC)
             text += (
                 f" on the live worker {p.last_worker_identity}, for "
                 f"{seconds_text(since.total_seconds())}: no killed worker holds it (a loaded "

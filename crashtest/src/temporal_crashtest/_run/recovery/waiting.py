@@ -21,6 +21,7 @@ from temporal_crashtest._run.recovery.polling import (
     what_it_waits_on,
 )
 from temporal_crashtest._run.session import Session, Started
+from temporal_crashtest._run.virtual_time import clock_ahead
 from temporal_crashtest._run.workers import Worker
 
 WORKFLOW_TASK_CHECK_S = 2.0  # how often a waiting cell asks whether its run is stuck or idle
@@ -111,7 +112,8 @@ async def _past_the_deadline(
     waits = await what_it_waits_on(run.handle, killed)
     failed = [why for _, why in worker.status.task_failures.values()]
     told = f"; the worker's last workflow task failure: {failed[-1]}" if failed else ""
-    return CellFailed(f"no result within {session.deadline_s:g} s; {waits}{told}")
+    ahead = await clock_ahead(run.handle) if session.starter is not None else ""
+    return CellFailed(f"no result within {session.deadline_s:g} s; {waits}{ahead}{told}")
 
 
 async def _look(
