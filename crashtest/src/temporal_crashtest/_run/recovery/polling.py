@@ -293,7 +293,9 @@ async def _unpolled(
     (not among `queues`: a child sent elsewhere), after the grace for one it says it polls (its
     first poll may reach the server late)."""
     pending = run.description.raw_description.pending_workflow_task
-    waiting = run_now(run.description) - pending.scheduled_time.ToDatetime(tzinfo=UTC)
+    # The wall's clock, not the run's: the grace is real time the worker is given, and a run's
+    # clock may jump ahead while its task waits (time skipping with nothing in flight).
+    waiting = datetime.now(UTC) - pending.scheduled_time.ToDatetime(tzinfo=UTC)
     queue = run.description.task_queue
     grace = NO_POLLER_GRACE_S if queue in queues or not queues else 0.0
     if not (
