@@ -242,7 +242,7 @@ def _warnings(
 ) -> list[str]:
     """What the user should know: time not skipped, the reference's own notes, what a deploy
     changes that no run fails on, processes that left their group."""
-    slow = runner.session.starter is None and not options.real_time
+    slow = runner.session.starter is None and options.skip_time
     escaped = [_escaped(procs.escaped)] if procs.escaped else []
     return [
         *([NOT_SKIPPED] if slow else []),
@@ -345,7 +345,7 @@ async def _runner(
         real_timeouts=options.real_timeouts,
         resume_after_s=options.resume_after_s,
         starter=None
-        if options.real_time
+        if not options.skip_time
         else await starting_client(client, timedelta(days=options.horizon_days), say),
     )
     return Runner(session, observers, timelines=options.timelines)
