@@ -4,21 +4,26 @@ crash-test cells of the notes app (`record_histories.py` made them), fast-forwar
 
 from __future__ import annotations
 
+import copy
 import json
 from collections import Counter
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from temporal_crashtest._history.load import (
+    FAILS_BY_DESIGN,
     activity_attempts,
+    timed_out_last,
     unexplained_activity_attempts,
     unexplained_task_timeouts,
 )
 from temporal_crashtest._history.tree import RunHistory, read_tree
 from temporal_crashtest._history.waits import recovery_waits
 from temporal_crashtest._points.sites import ROOT_SCOPE
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, RetryState, TimeoutType
+from temporalio.api.history.v1 import ActivityTaskTimedOutEventAttributes
 from temporalio.client import WorkflowHistory
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -185,3 +190,52 @@ def test_a_killed_workers_task_that_timed_out_before_its_kill_is_unexplained() -
     # An after-checkpoint kill whose held task times out is explained, as before.
     clean, _ = saved("notes-fast-after-checkpoint-1")
     assert unexplained_task_timeouts([clean], killed(clean)) == 0
+
+
+def _last_attempt_timed_out(run: RunHistory) -> RunHistory:
+    """`run`, with its last activity's completion turned into the end its own start-to-close
+    timeout gives when no retry follows (as a loaded worker's late answer meets it)."""
+    history = WorkflowHistory(run.workflow_id, [copy.deepcopy(e) for e in run.history.events])
+    done = [e for e in history.events
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED][-1]  # fmt: skip
+    completed = done.activity_task_completed_event_attributes
+    timed_out = ActivityTaskTimedOutEventAttributes(
+        scheduled_event_id=completed.scheduled_event_id,
+        started_event_id=completed.started_event_id,
+        retry_state=RetryState.RETRY_STATE_MAXIMUM_ATTEMPTS_REACHED,
+    )
+    timed_out.failure.timeout_failure_info.timeout_type = TimeoutType.TIMEOUT_TYPE_START_TO_CLOSE
+    done.event_type = EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT
+    done.activity_task_timed_out_event_attributes.CopyFrom(timed_out)
+    return replace(run, history=history)
+
+
+def test_a_last_attempt_its_own_timeout_ended_is_unexplained() -> None:
+    """An attempt that timed out with no retry after it shows in no attempt number: write_note#2,
+    had its one attempt's answer come past its start-to-close on a live worker, ended one
+    attempt that no kill ended (a kill that held it explains it; so does a run without a crash
+    that timed out the same way); for one that fails until its window closes, whose attempts
+    are any number, the timeout alone is news. (Seen on a loaded machine: Temporal's saga
+    sample's bank account, whose last failure came late, failed the run with a TimeoutError.)"""
+    run, _ = saved("notes-fast-after-effect-1")
+    by_design = activity_attempts([run])
+    late = _last_attempt_timed_out(run)
+    second = [e for e in run.history.events
+              if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED][1]  # fmt: skip
+    activity_id = second.activity_task_scheduled_event_attributes.activity_id
+    assert list(timed_out_last([late])) == [(ROOT_SCOPE, activity_id)]
+    assert unexplained_activity_attempts([late], [], by_design) == 1
+    assert (
+        unexplained_activity_attempts([late], [], by_design, Counter([(run.run_id, activity_id)]))
+        == 0
+    )
+    assert unexplained_activity_attempts([late], [], by_design, None, timed_out_last([late])) == 0
+    any_number = {where: FAILS_BY_DESIGN for where in by_design}
+    assert unexplained_activity_attempts([late], [], any_number) == 1
+    assert unexplained_activity_attempts([run], [], any_number) == 0
+    # With real timeouts: a kill between its scheduling and its timeout, and one after it.
+    ((_, ended_at),) = timed_out_last([late]).items()
+    scheduled_at = second.event_time.ToDatetime()
+    kill = scheduled_at + (ended_at - scheduled_at) / 2
+    assert unexplained_activity_attempts([late], [kill], by_design) == 0
+    assert unexplained_activity_attempts([late], [ended_at + timedelta(seconds=1)], by_design) == 1

@@ -2,11 +2,12 @@
 task timeouts and activity attempts no kill explains (`unexplained_task_timeouts`,
 `unexplained_activity_attempts`), timeouts in a run without a crash (`timeouts_without_a_kill`),
 and each activity's attempts (`activity_attempts`; `FAILS_BY_DESIGN` for one that fails until its
-window closes)."""
+window closes) and whether its last attempt ended in a timeout of its own (`timed_out_last`)."""
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Collection
 from datetime import datetime
 
 from temporalio.api.enums.v1 import (
@@ -83,10 +84,10 @@ def longest_workflow_task_s(runs: list[RunHistory]) -> float:
 
 def timeouts_without_a_kill(runs: list[RunHistory]) -> int:
     """In runs nobody killed a worker of: the activity attempts a timeout ended (a retry after a
-    heartbeat or start-to-close timeout), and the workflow tasks that timed out. A live worker's
-    heartbeat or task late on a loaded machine (or a workflow whose activities time out by
-    design)."""
-    count = 0
+    heartbeat or start-to-close timeout, or a last attempt: `timed_out_last`), and the workflow
+    tasks that timed out. A live worker's heartbeat or task late on a loaded machine (or a
+    workflow whose activities time out by design)."""
+    count = len(timed_out_last(runs))
     for run in runs:
         for e in run.history.events:
             if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
@@ -136,6 +137,28 @@ def activity_attempts(runs: list[RunHistory]) -> dict[tuple[str, str], int]:
 
 
 ActivityOf = tuple[str, str]  # an activity of the tree: its run's id, its activity id
+_OWN_TIMEOUTS = (TimeoutType.TIMEOUT_TYPE_START_TO_CLOSE, TimeoutType.TIMEOUT_TYPE_HEARTBEAT)
+
+
+def timed_out_last(runs: list[RunHistory]) -> dict[tuple[str, str], datetime]:
+    """The activities, by (scope, activity id), whose last attempt ended in a timeout of its
+    own (start-to-close or heartbeat) with no retry after it, and when: an attempt that ended
+    without a retry's attempt number to show it, as the last attempt of one that fails until
+    its window closes does when a loaded worker answers it late."""
+    found = {}
+    for run in runs:
+        ids = {
+            e.event_id: e.activity_task_scheduled_event_attributes.activity_id
+            for e in run.history.events
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        }
+        for e in run.history.events:
+            if e.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
+                continue
+            ended = e.activity_task_timed_out_event_attributes
+            if ended.failure.timeout_failure_info.timeout_type in _OWN_TIMEOUTS:
+                found[run.scope, ids.get(ended.scheduled_event_id, "")] = e.event_time.ToDatetime()
+    return found
 
 
 def unexplained_activity_attempts(
@@ -143,6 +166,7 @@ def unexplained_activity_attempts(
     kills: list[datetime],
     by_design: dict[tuple[str, str], int] | None = None,
     ended: Counter[ActivityOf] | None = None,
+    timed_out_by_design: Collection[tuple[str, str]] = (),
 ) -> int:
     """How many activity attempts ended that no kill can have ended: an activity's recorded
     attempt A had A - 1 attempts end before it; the run without a crash took `by_design` of
@@ -154,8 +178,15 @@ def unexplained_activity_attempts(
     (the attempts each dead worker held, and those lost with it, that the crash test ended at
     once); with real timeouts, each kill (`kills`, UTC, when the runner saw the worker die)
     after the activity was scheduled and before its last attempt started may have ended one
-    (the worker held it, or had been handed it)."""
+    (the worker held it, or had been handed it).
+
+    A last attempt that its own timeout ended (`timed_out_last`), where the run without a
+    crash's did not (`timed_out_by_design`), is one more ended: a kill up to that timeout may
+    have ended it. (Seen on a loaded machine: the saga's bank account, which fails until its
+    window closes, had its last failure reported past its 4 s start-to-close; the run failed
+    with a TimeoutError for the crash to be blamed for.)"""
     count = 0
+    own = timed_out_last(runs)
     for run in runs:
         scheduled = {
             e.event_id: e
@@ -172,10 +203,15 @@ def unexplained_activity_attempts(
                 event.activity_task_scheduled_event_attributes.activity_id if event else ""
             )
             expected = (by_design or {}).get((run.scope, activity_id), 1)
+            timed_out = own.get((run.scope, activity_id))
+            extra = timed_out is not None and (run.scope, activity_id) not in timed_out_by_design
             if ended is not None:
                 may_have_ended = ended[(run.run_id, activity_id)]
             else:  # a kill after it completed explains nothing (a late heartbeat's retry)
-                last_start = e.event_time.ToDatetime()
-                may_have_ended = sum(1 for k in kills if at is not None and at <= k <= last_start)
-            count += max(0, started.attempt - expected - may_have_ended)
+                last = timed_out if extra and timed_out else e.event_time.ToDatetime()
+                may_have_ended = sum(1 for k in kills if at is not None and at <= k <= last)
+            if expected >= FAILS_BY_DESIGN:  # any number of attempts: only the timeout is news
+                count += max(0, extra - may_have_ended)
+            else:
+                count += max(0, started.attempt + extra - expected - may_have_ended)
     return count

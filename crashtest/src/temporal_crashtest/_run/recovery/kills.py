@@ -18,6 +18,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporal_crashtest._history.load import (
     ActivityOf,
     activity_attempts,
+    timed_out_last,
     unexplained_activity_attempts,
     unexplained_task_timeouts,
 )
@@ -152,7 +153,10 @@ def read_waits(
     by_design = activity_attempts(reference.tree.runs) if reference else None
     # Fast-forwarded, a kill is known to have ended only the attempts its worker held.
     ended = Counter([*(a for k in kills for a in k.held), *lost]) if fast else None
-    unexplained = unexplained_activity_attempts(tree.runs, [k.at for k in kills], by_design, ended)
+    timed_out = timed_out_last(reference.tree.runs) if reference else {}
+    unexplained = unexplained_activity_attempts(
+        tree.runs, [k.at for k in kills], by_design, ended, timed_out
+    )
     unexplained += max(0, overran - len(reference.overran if reference else ()))
     if short is not None:
         unexplained += unexplained_task_timeouts(tree.runs, killed)
