@@ -301,13 +301,18 @@ def test_a_pinned_run_whose_version_is_gone_is_reported_hanging(
 ) -> None:
     """Worker Versioning, every run pinned: after the kill, no worker of v1 is left and v2's
     does not take v1's runs. Each cell is ✗ "hanging" as soon as the taking-over worker polls,
-    never ✓ and not at the deadline; one killed in its first workflow task is on its way to v1
-    (not yet pinned) and hangs the same way."""
-    _, report = deploys["pinned"]
-    for cell in report["cells"]:
-        assert cell["diff"].startswith("hanging: the run is "), cell
+    never ✓ and not at the deadline — but one killed inside its first workflow task, pinned to
+    nothing yet, which moves to v2 once v2's worker polls and is made current, as a deploy does
+    (✓: while v2's worker failed to be made current, it was called "on its way to v1")."""
+    done, report = deploys["pinned"]
+    by_point = cells(deploys["pinned"])
+    assert by_point["in-task:1"]["matches"], by_point["in-task:1"]
+    assert by_point["in-task:1"]["observed"] == NEW
+    hanging = [c for c in report["cells"] if c["crash_at"] != "in-task:1"]
+    assert hanging and done.returncode == 1
+    for cell in hanging:
+        assert cell["diff"].startswith("hanging: the run is pinned to version v1"), cell
         assert "no worker of it is left (the worker that took over is v2)" in cell["diff"], cell
-    assert "on its way to version v1" in cells(deploys["pinned"])["in-task:1"]["diff"]
 
 
 def test_the_agent_survives_its_own_deploy_and_a_reset_on_it(

@@ -92,7 +92,9 @@ PAIRS = [
         "pinned_v1",
         "pinned_v2",
         "Worker Versioning, pinned: the old version's last worker gone",
-        frozenset(POINTS.split(",")),  # every run waits for a v1 worker: hanging
+        # every run pinned to v1 waits for a v1 worker: hanging (one killed in its first task
+        # is pinned to nothing yet and moves to v2)
+        frozenset(POINTS.split(",")) - {"in-task:1"},
     ),
     Pair(
         "reset-explicit-ids",

@@ -1,16 +1,20 @@
 """Worker Versioning, pinned: each version's worker is a version of a Worker Deployment (one per
 task queue, so that crash tests running at once never share it), every workflow pinned to the
-version it started on, and each worker makes its version the current one as it starts polling
-(what a deploy does once the new workers are up: `temporal worker deployment
-set-current-version`). A pinned run never replays on another version — so no patch is needed —
-and needs a worker of its own version until it ends: when the old version's last worker dies
-mid-run, the run waits for one forever."""
+version it started on, and each worker makes its version the current one once it polls (what a
+deploy does once the new workers are up: `temporal worker deployment set-current-version`). A
+pinned run never replays on another version — so no patch is needed — and needs a worker of its
+own version until it ends: when the old version's last worker dies mid-run, the run waits for
+one forever. A run killed inside its first workflow task is pinned to nothing yet: it moves to
+the version made current after it."""
 
 from __future__ import annotations
+
+import asyncio
 
 from temporalio.api.workflowservice.v1 import SetWorkerDeploymentCurrentVersionRequest
 from temporalio.client import Client
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
+from temporalio.service import RPCError
 from temporalio.worker import Worker, WorkerDeploymentConfig
 
 from examples.deploys.steps import order_worker
@@ -19,21 +23,41 @@ from examples.deploys.steps import order_worker
 class CurrentOnStart(Worker):
     """A versioned worker that makes its version the deployment's current one as it starts
     (not when it is built: a worker built early, to take over later, must not take the runs
-    that the version before it is still starting)."""
+    that the version before it is still starting), as a deploy does: it polls first, then sets
+    its version current once the server has its poll. (Set first, the server refused v2 — "is
+    missing active task queues from the current version" — and the worker never polled; before
+    v1 it had, through the deployment's own workflow, taken over 20 s on a loaded machine.)"""
 
     async def run(self) -> None:
+        polling = asyncio.create_task(super().run())
+        try:
+            await self._make_current(polling)
+        except BaseException:
+            polling.cancel()
+            raise
+        await polling
+
+    async def _make_current(self, polling: asyncio.Task[None]) -> None:
         deployment = self.config().get("deployment_config")
         assert deployment is not None
-        await self.client.workflow_service.set_worker_deployment_current_version(
-            SetWorkerDeploymentCurrentVersionRequest(
-                namespace=self.client.namespace,
-                deployment_name=deployment.version.deployment_name,
-                build_id=deployment.version.build_id,
-                allow_no_pollers=True,  # it polls right after
-                identity=self.client.identity,
-            )
+        request = SetWorkerDeploymentCurrentVersionRequest(
+            namespace=self.client.namespace,
+            deployment_name=deployment.version.deployment_name,
+            build_id=deployment.version.build_id,
+            allow_no_pollers=True,  # the first version: its poll may be on its way
+            identity=self.client.identity,
         )
-        await super().run()
+        while True:
+            try:
+                await self.client.workflow_service.set_worker_deployment_current_version(request)
+                return
+            except RPCError as err:
+                if "missing active task queues" not in err.message or polling.done():
+                    raise
+            await asyncio.sleep(POLL_REGISTERED_S)
+
+
+POLL_REGISTERED_S = 0.1  # how often to ask again while the server has not had the poll
 
 
 async def pinned_worker(client: Client, task_queue: str, workflow: type, build_id: str) -> Worker:

@@ -224,7 +224,7 @@ async def progress_of(
                 )
         # Held by Worker Versioning on a version whose workers are gone: the cause, whatever
         # polls the queue (a loaded server can show no poller of the live version for a while).
-        if ready_for_s is not None and (pinned := _pinned_elsewhere(run, build_id)):
+        if ready_for_s is not None and (pinned := _pinned_elsewhere(run, build_id, ready_for_s)):
             return Stuck(pinned)
         if (unpolled := await _unpolled(client, run, ready_for_s, queues)) is not None:
             return unpolled
@@ -320,18 +320,22 @@ async def _unpolled(
     )
 
 
-def _pinned_elsewhere(run: OpenRun, build_id: str | None) -> str | None:
+def _pinned_elsewhere(run: OpenRun, build_id: str | None, ready_for_s: float) -> str | None:
     """Why the run hangs if Worker Versioning holds it on a version whose workers are gone (the
-    live worker, the only one left after a kill, is of version `build_id`): pinned to it, or
-    moving to it (a first workflow task the old version took and never finished). Temporal gives
-    its tasks to that version's workers only, so it waits for one, Running, however long."""
+    live worker, the only one left after a kill, is of version `build_id`, ready `ready_for_s`
+    ago): pinned to it, or moving to it (a first workflow task the old version took and never
+    finished) past the grace. Temporal gives a pinned run's tasks to that version's workers
+    only, so it waits for one, Running, however long; a run on its way moves to the version made
+    current after it, which the live one is once its poll has reached the server (a deploy)."""
     info = run.description.raw_description.workflow_execution_info.versioning_info
     if info.behavior == PINNED:
         held = info.deployment_version
         how = "pinned to"
-    else:  # its first workflow task went to that version's worker, which died with it
+    elif ready_for_s > NO_POLLER_GRACE_S:  # its first task went to a worker that died with it
         held = info.version_transition.deployment_version
         how = "on its way to"
+    else:
+        return None
     if not held.build_id or held.build_id == build_id:
         return None
     return (
