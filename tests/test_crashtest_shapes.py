@@ -401,6 +401,16 @@ def test_workflows_that_wait_days_take_no_real_time(shapes: BothWays) -> None:
     assert_caught(
         shapes["reminder-unkeyed"], {"after-effect:1", "after-effect:2"}, "effects: 2 → 3 entries"
     )
+    # Killed while the run sleeps, nothing in flight: the next worker takes it when the timer
+    # fires (turned on to skip once the worker is dead); nothing repeats, keyed or not.
+    for name, wait, label in [
+        ("reminder-keyed", "wait:2", "send_reminder, after a timer of 7 days"),
+        ("reminder-unkeyed", "wait:2", "send_reminder, after a timer of 7 days"),
+        ("approval-3-days-unkeyed", "wait:1", "cancel_order, after a timer of 3 days"),
+    ]:
+        asleep = cells(shapes[name][1])[wait]
+        assert asleep["matches"] and asleep["activity"] == label, (name, asleep)
+        assert asleep["waited_on"][0].endswith("(time skipping)"), (name, asleep)
     keyed = assert_clean(shapes["approval-3-days-keyed"], ["cancel_order"])
     assert keyed["reference"] == {"effects": ["cancelled milk"]}, keyed["reference"]
     assert_caught(shapes["approval-3-days-unkeyed"], {"after-effect:1"}, "effects: 1 → 2 entries")

@@ -296,6 +296,27 @@ def test_a_deploy_between_source_trees_runs_each_version_from_its_own(
     assert "do not end in the no-crash state of the new version" in done.stdout
 
 
+def test_a_run_deployed_to_while_it_sleeps_wakes_on_the_new_code(
+    deploys: dict[str, CrashtestRun],
+) -> None:
+    """A reminder a week after sign-up, deployed while runs sleep (--skip-time): the worker is
+    killed while the run waits on its timer, and v2's worker takes it when the timer fires. v2
+    inserted a welcome before the sleep without a patch: replaying v1's history it schedules
+    the welcome where v1 started the timer, and the run is blocked (✗ at the wait and in the
+    task the timer wakes); behind `workflow.patched` it sleeps on and sends the reminder (✓).
+    Killed before the sleep, either v2 takes its own path."""
+    asleep = cells(deploys["asleep"])
+    assert asleep["wait:2"]["activity"] == "send_reminder, after a timer of 7 days"
+    for point in ("wait:2", "in-task:2"):
+        assert "[TMPRL1100] Nondeterminism error" in asleep[point]["diff"], asleep[point]
+    assert asleep["after-effect:1"]["observed"] == {
+        "effects": ["account of o-1", "welcome to o-1", "reminder to o-1"]
+    }
+    patched = cells(deploys["asleep-patched"])
+    assert patched["wait:2"]["observed"] == {"effects": ["account of o-1", "reminder to o-1"]}
+    assert "the timer of 7 days (time skipping)" in patched["wait:2"]["waited_on"]
+
+
 def test_a_pinned_run_whose_version_is_gone_is_reported_hanging(
     deploys: dict[str, CrashtestRun],
 ) -> None:

@@ -33,10 +33,12 @@ def sequence(n: int, parallel: int = 1) -> list[Boundary]:
 
 
 def points(boundaries: list[Boundary]) -> list[CellPoint]:
-    """The default set's points at `boundaries` (at an effect: one each effect made)."""
+    """The default set's points at `boundaries` (at an effect: one each effect made; none
+    while the run waits: these boundaries have no timer before them)."""
     return [
         CellPoint(m, b, 1, k)
         for m in Moment.default_set()
+        if not m.kills_while_waiting
         for b in boundaries
         for k in (range(1, len(b.effects) + 1) if m.kills_at_an_effect else [0])
     ]

@@ -124,7 +124,7 @@ def test_crash_points_are_parsed() -> None:
     for text, message in [
         (
             "after-lunch:1",
-            "expected effect:N.K, after-effect:N, after-checkpoint:N, in-task:N or reset:N",
+            "expected effect:N.K, after-effect:N, after-checkpoint:N, in-task:N, wait:N or reset:N",
         ),
         ("after-effect:0", "positions start at 1"),
         ("after-effect:1*9", "*R crashes 1 to 5 times"),
@@ -170,7 +170,9 @@ def test_each_moment_answers_what_the_code_asks() -> None:
     """The questions the runner, the groups and the interceptor ask of a moment."""
     effect, checkpoint, reset = Moment.AFTER_EFFECT, Moment.AFTER_CHECKPOINT, Moment.RESET
     in_task, inside = Moment.IN_TASK, Moment.EFFECT
-    assert Moment.default_set() == [inside, effect, checkpoint]  # in-task only when named
+    wait = Moment.WAIT
+    assert Moment.default_set() == [inside, effect, checkpoint, wait]  # in-task when named
+    assert [m for m in Moment if m.kills_while_waiting] == [wait] and not wait.kills_a_worker
     assert effect.kills_in_the_activity and not effect.kills_in_the_workflow
     assert [m for m in Moment if m.kills_at_an_effect] == [inside]
     assert inside.kills_a_worker and not inside.kills_in_the_activity

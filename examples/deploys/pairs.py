@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass
 
 POINTS = "after-effect:1,after-effect:2,after-checkpoint:1,in-task:1,in-task:2"
+# A reminder a week after sign-up: before the sleep, while it sleeps, in the task the timer wakes.
+SLEEP_POINTS = "after-effect:1,after-checkpoint:1,wait:2,in-task:2"
 # After a rollback from v2_patched, the receipt is the third step.
 ROLLBACK_POINTS = "after-effect:1,after-effect:2,after-checkpoint:2,in-task:2,in-task:3"
 IDS_POINTS = "reset:1,reset:2,after-effect:1,after-effect:2,in-task:2"
@@ -29,6 +31,7 @@ class Pair:
     failing: frozenset[str] = frozenset()
     points: str = POINTS
     observe: str = "examples.shapes.ledger:effects_of"
+    more: tuple[str, ...] = ()  # more of the crash test's arguments
 
     def args(self) -> list[str]:
         """`python -m temporal_crashtest run`'s arguments for this deploy."""
@@ -37,6 +40,7 @@ class Pair:
             "--workflow", f"examples.deploys.{self.old}:Order",
             "--input", json.dumps("o-1"), "--observe", self.observe,
             "--deploy-to", f"examples.deploys.{self.new}:worker", "--points", self.points,
+            *self.more,
         ]  # fmt: skip
 
 
@@ -103,5 +107,22 @@ PAIRS = [
         "a reset and kills on the patched version, an explicit id per step",
         points=IDS_POINTS,
         observe="examples.shapes.ledger:effects_in_any_order",
+    ),
+    Pair(
+        "asleep",
+        "sleep_v1",
+        "sleep_v2",
+        "a step inserted before a week's sleep, no patch: deployed while a run sleeps",
+        frozenset({"wait:2", "in-task:2"}),  # woken on v2: [TMPRL1100], blocked
+        points=SLEEP_POINTS,
+        more=("--skip-time",),
+    ),
+    Pair(
+        "asleep-patched",
+        "sleep_v1",
+        "sleep_v2_patched",
+        "the step before the sleep behind workflow.patched",
+        points=SLEEP_POINTS,
+        more=("--skip-time",),
     ),
 ]

@@ -46,6 +46,10 @@ class WaitingActivities:
         await self._record(f"reminder to {user}")
 
     @activity.defn
+    async def send_welcome(self, user: str) -> None:
+        await self._record(f"welcome to {user}")
+
+    @activity.defn
     async def place_order(self, order: str) -> None:
         await self._record(f"order {order}")
 
@@ -54,7 +58,13 @@ class WaitingActivities:
         await self._record(f"cancelled {order}")
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.create_account, self.send_reminder, self.place_order, self.cancel_order]
+        return [
+            self.create_account,
+            self.send_welcome,
+            self.send_reminder,
+            self.place_order,
+            self.cancel_order,
+        ]
 
 
 @workflow.defn

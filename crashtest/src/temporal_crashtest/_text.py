@@ -25,6 +25,7 @@ import argparse
 import json
 import math
 import sys
+from datetime import timedelta
 from typing import Any, NoReturn
 
 _COMMAND = "::"
@@ -87,3 +88,12 @@ class ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(2, f"{self.prog}: error: {shown(message)}\n")
+
+
+def span_text(span: timedelta) -> str:
+    """A span of (workflow) time in the unit it is best read in: "7 days", "3 hours", "5 s"."""
+    seconds = span.total_seconds()
+    for unit, size in (("days", 86400), ("hours", 3600), ("minutes", 60)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds:g} s"

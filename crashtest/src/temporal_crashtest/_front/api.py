@@ -48,9 +48,9 @@ from temporal_crashtest._run.devserver import (
 from temporal_crashtest._run.processes import CANNOT_IMPORT, ForkedServer, NotForked, Processes
 from temporal_crashtest._run.runner import Runner
 from temporal_crashtest._run.session import Session
-from temporal_crashtest._run.virtual_time import NOT_SKIPPED, span_text, starting_client
+from temporal_crashtest._run.virtual_time import NOT_SKIPPED, starting_client
 from temporal_crashtest._run.workers import Workers
-from temporal_crashtest._text import shown
+from temporal_crashtest._text import shown, span_text
 from temporal_crashtest._wire.kill import INSIDE_OFF_THE_WIRE, off_the_wire
 from temporal_crashtest._wire.peers import can_tell
 from temporal_crashtest._worker.replay import Replayed, summary
@@ -337,6 +337,8 @@ async def _runner(
         env=observers.worker_env(),
         client=client,
     )
+    horizon = timedelta(days=options.horizon_days)
+    starter = await starting_client(client, horizon, say) if options.skip_time else None
     session = Session(
         client=client,
         workers=workers,
@@ -344,9 +346,8 @@ async def _runner(
         deadline_s=options.deadline_s,
         real_timeouts=options.real_timeouts,
         resume_after_s=options.resume_after_s,
-        starter=None
-        if not options.skip_time
-        else await starting_client(client, timedelta(days=options.horizon_days), say),
+        starter=starter,
+        horizon=horizon if starter is not None else None,
     )
     return Runner(session, observers, timelines=options.timelines)
 

@@ -57,8 +57,8 @@ def run_order(points: list[CellPoint]) -> list[CellPoint]:
 
     def when(p: CellPoint) -> tuple[object, ...]:
         b = p.boundary
-        if p.moment.kills_as_scheduled:
-            return (b.scheduled, 1, b.number, 0)
+        if p.moment.kills_as_scheduled or p.moment.kills_while_waiting:  # waits: just before
+            return (b.scheduled, int(p.moment.kills_as_scheduled), b.number, 0)
         if p.moment.kills_in_the_workflow:
             return (max(b.taken, b.ended), 1, b.number, 0)
         return (b.ended, 0, b.number, p.effect or math.inf)  # its effects before it returns

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from temporal_crashtest._errors import CrashPointError
+from temporal_crashtest._history.timers import TimerWait, timer_before
 from temporal_crashtest._history.tree import (
     CANCELLED,
     COMPLETED,
@@ -20,7 +21,8 @@ from temporal_crashtest._history.tree import (
 )
 from temporal_crashtest._plan.compare import differences
 from temporal_crashtest._points.points import CrashPoint, Moment, Untested, effect_label
-from temporal_crashtest._points.sites import CrashSite
+from temporal_crashtest._points.sites import ROOT_SCOPE, CrashSite
+from temporal_crashtest._text import span_text
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,7 @@ class CellPoint:
     boundary: Boundary
     repeat: int = 1
     effect: int = 0  # at an effect: the boundary's K-th (`effect:N.K`)
+    wait: TimerWait | None = None  # at a wait: the timer the run waits on before the boundary
 
     @property
     def crash_at(self) -> str:
@@ -45,7 +48,9 @@ class CellPoint:
 
     @property
     def label(self) -> str:
-        """The boundary's label; at an effect, with the effect's name."""
+        """The boundary's label; at an effect, with the effect's name; at a wait, the timer's."""
+        if self.wait is not None:
+            return f"{self.boundary.label}, after a timer of {span_text(self.wait.span)}"
         if not self.effect:
             return self.boundary.label
         return effect_label(
@@ -166,6 +171,11 @@ class Reference:
                     effects = range(1, len(b.effects) + 1)
                     points += [CellPoint(moment, b, repeat, k) for k in effects]
                     continue
+                if moment.kills_while_waiting:  # only where the run waited: no line elsewhere
+                    wait = timer_before(self.tree, b) if b.scope == ROOT_SCOPE else None
+                    if wait is not None:
+                        points.append(CellPoint(moment, b, wait=wait))
+                    continue
                 why = self.unreachable(moment, b)
                 if why is None and moment.needs_the_result_seen and self._ends_after_last(b):
                     why = "after it the run only ends (it closed in the task that took this result)"
@@ -181,6 +191,11 @@ class Reference:
             return why
         if moment.needs_the_result_seen:
             return _reachable_after_checkpoint(self.tree, b)
+        if moment.kills_while_waiting and timer_before(self.tree, b) is None:
+            return (
+                "no timer fired before it was scheduled, with nothing in flight, in the run "
+                "without a crash (a workflow.sleep, a wait_condition's timeout)"
+            )
         return None
 
     def _ends_after_last(self, b: Boundary) -> bool:
@@ -225,6 +240,11 @@ class Reference:
                 f"unknown crash point {text!r}: no boundary is named {point.text!r}; "
                 f"its activities: {known} (or a position 1..{len(self.boundaries)})"
             )
+        if point.moment.kills_while_waiting and found.scope != ROOT_SCOPE:
+            raise CrashPointError(
+                f"{text}: {found.label} is not in the root workflow's first run; crashtest kills "
+                "a worker while the root's first run waits"
+            )
         if not point.moment.kills_a_worker and "/" in found.scope:
             raise CrashPointError(
                 f"{text}: {found.label} is in a child workflow; an operator resets the root "
@@ -239,6 +259,8 @@ class Reference:
                 "without a crash (its committed database writes, its answered requests with "
                 "--http, and those it marks with temporal_crashtest.effect)"
             )
+        if point.moment.kills_while_waiting:
+            return CellPoint(point.moment, found, wait=timer_before(self.tree, found))
         repeats = point.repeat if point.repeat > 1 else repeat
         return CellPoint(point.moment, found, repeats, point.effect)
 

@@ -11,6 +11,9 @@
 `in-task:N`           the workflow task that schedules N ran its workflow code; killed before
                       its commands reached the server (N is not scheduled; the task runs again).
                       Not in the default set: name it with `--points`.
+`wait:N`              the run waits on a timer before N is scheduled (a `workflow.sleep`, a
+                      `wait_condition` timeout), nothing in flight: its worker is killed there,
+                      and the next one takes the run when the timer fires (crashtest kills it).
 `reset:N`             crashtest only: a completed run is reset to the workflow task before N was
                       scheduled (as an operator does), and finishes again.
 
@@ -64,6 +67,7 @@ class _Meaning:
     kills_as_scheduled: bool  # the workflow code scheduling it is the moment (not its result)
     kills_at_an_effect: bool = False  # inside the activity, after one of its effects
     recorded_at_the_kill: bool = False  # what the worker dies sending reaches the server
+    kills_while_waiting: bool = False  # crashtest kills the worker while the run waits on a timer
     dies: str  # what the worker (or the run) has done at that moment
 
 
@@ -74,6 +78,7 @@ class Moment(StrEnum):
     AFTER_EFFECT = "after-effect"
     AFTER_CHECKPOINT = "after-checkpoint"
     IN_TASK = "in-task"
+    WAIT = "wait"
     RESET = "reset"
 
     @property
@@ -134,6 +139,13 @@ class Moment(StrEnum):
         return self._meaning.recorded_at_the_kill
 
     @property
+    def kills_while_waiting(self) -> bool:
+        """crashtest kills the worker (it does not kill itself) while the run waits on a timer
+        before the boundary, nothing in flight: reachable only where one fired there in the run
+        without a crash; a run of its own, once."""
+        return self._meaning.kills_while_waiting
+
+    @property
     def dies(self) -> str:
         """What has happened when the crash comes, in words."""
         return self._meaning.dies
@@ -187,6 +199,17 @@ _MEANINGS = {
         kills_as_scheduled=True,
         dies="the workflow code that schedules the activity ran; its task's commands never "
         "reached the server",
+    ),
+    Moment.WAIT: _Meaning(
+        kills_a_worker=False,
+        kills_in_the_workflow=False,
+        in_default_set=True,
+        needs_a_return=False,
+        needs_the_result_seen=False,
+        kills_as_scheduled=False,
+        kills_while_waiting=True,
+        dies="the run waited on a timer before the activity, nothing in flight; the next worker "
+        "took it when the timer fired",
     ),
     Moment.RESET: _Meaning(
         kills_a_worker=False,
@@ -258,7 +281,7 @@ class CrashPoint:
         moment_text, colon, target = text.strip().partition(":")
         target = target.strip()
         if not colon and moment_text in {m.value for m in Moment}:
-            if not Moment(moment_text).kills_a_worker:
+            if not (Moment(moment_text).kills_a_worker or Moment(moment_text).kills_while_waiting):
                 raise CrashPointError(f"{text!r}: a {moment_text} names its boundary ({text}:N)")
             return cls(moment=Moment(moment_text))
         if moment_text not in {m.value for m in Moment} or not colon or not target:

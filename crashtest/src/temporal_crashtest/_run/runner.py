@@ -32,6 +32,7 @@ from temporal_crashtest._report.report import MADE_AGAIN, NOT_RETRIED, RAN_AGAIN
 from temporal_crashtest._run.cell import LOADED_RERUNS, Outcome, crashed_run, through_load
 from temporal_crashtest._run.reset_cell import reset_run
 from temporal_crashtest._run.session import Session
+from temporal_crashtest._run.wait_cell import wait_run
 from temporal_crashtest._worker.replay import Replayed, read_replayed, write_cuts
 
 
@@ -174,6 +175,8 @@ class Runner:
         marked in every rerun could not be run as designed (`Outcome.failed`)."""
         what = re.sub(r"[^\w-]", "-", point.crash_at if point else "none")
         ids = (self._workflow_id(what) for _ in itertools.count())
+        if point is not None and point.moment.kills_while_waiting:
+            return await wait_run(self.session, point, next(ids))
         if point is not None and not point.moment.kills_a_worker:
             return await reset_run(self.session, point, next(ids))
         stages = [point] * point.repeat if point else []

@@ -70,6 +70,7 @@ class Session:
     real_timeouts: bool = False  # False: fast-forward every recovery
     resume_after_s: float = 0.0  # after a kill (or before a reset), before the run resumes
     starter: Client | None = None  # the client runs start on, if not `client` (one skipping time)
+    horizon: timedelta | None = None  # with `starter`: how far time skipping moves a run's clock
 
     @property
     def target(self) -> Target:
@@ -81,9 +82,16 @@ class Session:
         return replace(self, workers=workers)
 
     async def start(
-        self, workflow_id: str, queue: str, task_timeout: timedelta | None = None
+        self,
+        workflow_id: str,
+        queue: str,
+        task_timeout: timedelta | None = None,
+        *,
+        skip: bool = True,
     ) -> Started:
-        handle = await (self.starter or self.client).start_workflow(
+        """Start the run (`skip`: with time skipping, where the session has it)."""
+        starter = self.starter if skip and self.starter is not None else self.client
+        handle = await starter.start_workflow(
             self.target.workflow,
             self.target.input,
             id=workflow_id,

@@ -12,7 +12,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from temporalio.api.common.v1 import FastForwardConfig, TimeSkippingConfig
+from google.protobuf.field_mask_pb2 import FieldMask
+from temporalio.api.common.v1 import FastForwardConfig, TimeSkippingConfig, WorkflowExecution
+from temporalio.api.workflow.v1 import WorkflowExecutionOptions
+from temporalio.api.workflowservice.v1 import UpdateWorkflowExecutionOptionsRequest
 from temporalio.client import (
     Client,
     Interceptor,
@@ -21,6 +24,8 @@ from temporalio.client import (
     WorkflowHandle,
 )
 from temporalio.service import RPCError
+
+from temporal_crashtest._text import span_text
 
 NOT_ENABLED = "time-skipping feature is not enabled"
 HOW_TO = "--dynamic-config-value frontend.WorkflowTimeSkippingEnabled=true"
@@ -99,7 +104,18 @@ async def clock_ahead(handle: WorkflowHandle[Any, Any]) -> str:
     )
 
 
-def span_text(span: timedelta) -> str:
-    """A span of workflow time, in days or hours."""
-    days = span.total_seconds() / 86400
-    return f"{days:.0f} days" if days >= 2 else f"{span.total_seconds() / 3600:.0f} hours"
+async def skip_from_now(
+    client: Client, handle: WorkflowHandle[Any, Any], horizon: timedelta
+) -> None:
+    """Turn time skipping on for a run started without it (up to `horizon`): its pending timers
+    fire as soon as nothing of it is in flight."""
+    await client.workflow_service.update_workflow_execution_options(
+        UpdateWorkflowExecutionOptionsRequest(
+            namespace=client.namespace,
+            workflow_execution=WorkflowExecution(workflow_id=handle.id, run_id=handle.run_id or ""),
+            workflow_execution_options=WorkflowExecutionOptions(
+                time_skipping_config=skipping(horizon)
+            ),
+            update_mask=FieldMask(paths=["time_skipping_config"]),
+        )
+    )
