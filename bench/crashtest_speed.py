@@ -83,7 +83,7 @@ def reminder(days: int) -> list[str]:
         "--worker", "examples.shapes.waits:keyed_worker",
         "--workflow", "examples.shapes.waits:ReminderAfter",
         "--input", json.dumps({"user": "ada", "days": days}),
-        "--observe", "examples.shapes.ledger:effects_of", "--skip-time",
+        "--observe", "examples.shapes.ledger:effects_of",
     ]  # fmt: skip
 
 

@@ -162,14 +162,10 @@ RUNS: dict[str, list[str]] = {
         ["i-1", "i-2", "i-3"],
         observe=ANY_ORDER,
     ),
-    "reminder-keyed": shape("waits", "keyed_worker", "WeekReminder", "ada", "--skip-time"),
-    "reminder-unkeyed": shape("waits", "unkeyed_worker", "WeekReminder", "ada", "--skip-time"),
-    "approval-3-days-keyed": shape(
-        "waits", "keyed_worker", "ApprovalWithin3Days", "milk", "--skip-time"
-    ),
-    "approval-3-days-unkeyed": shape(
-        "waits", "unkeyed_worker", "ApprovalWithin3Days", "milk", "--skip-time"
-    ),
+    "reminder-keyed": shape("waits", "keyed_worker", "WeekReminder", "ada"),
+    "reminder-unkeyed": shape("waits", "unkeyed_worker", "WeekReminder", "ada"),
+    "approval-3-days-keyed": shape("waits", "keyed_worker", "ApprovalWithin3Days", "milk"),
+    "approval-3-days-unkeyed": shape("waits", "unkeyed_worker", "ApprovalWithin3Days", "milk"),
     "approval-3-days-driven-unkeyed": shape(
         "waits",
         "unkeyed_worker",
@@ -177,18 +173,9 @@ RUNS: dict[str, list[str]] = {
         "milk",
         "--drive",
         "examples.shapes.waits:approve",
-        "--skip-time",
     ),
     "daily-job": shape(
-        "waits",
-        "keyed_worker",
-        "DailyJob",
-        "ada",
-        "--deadline-s",
-        "15",
-        "--horizon-days",
-        "3",
-        "--skip-time",
+        "waits", "keyed_worker", "DailyJob", "ada", "--deadline-s", "15", "--horizon-days", "3"
     ),
     "saga-keyed": shape("saga", "keyed_worker", "OpenAccount", "acme"),
     "saga-unkeyed": shape("saga", "unkeyed_worker", "OpenAccount", "acme"),
@@ -388,11 +375,11 @@ def test_approval_by_update(shapes: BothWays) -> None:
 
 
 def test_workflows_that_wait_days_take_no_real_time(shapes: BothWays) -> None:
-    """A week's sleep between two activities, and three days' wait for an approval nobody gives:
-    with --skip-time every run skips the time it waits on timers (Temporal's time skipping,
-    which the suite's dev server allows), so the crash tests run as any other: keyed clean,
-    unkeyed caught where the effect repeats; the wait's timeout branch runs without a drive, and
-    a drive's approval takes the other branch. On the wire too (ON_THE_WIRE): the start carries
+    """A week's sleep between two activities, and three days' wait for an approval nobody
+    gives: every run skips the time it waits on timers (Temporal's time skipping, which the
+    suite's dev server allows), so the crash tests run as any other: keyed clean, unkeyed
+    caught where the effect repeats; the wait's timeout branch runs without a drive, and a
+    drive's approval takes the other branch. On the wire too (ON_THE_WIRE): the start carries
     the request to skip, the worker needs nothing."""
     shapes.assert_agree("reminder-unkeyed", "approval-3-days-unkeyed")
     assert_clean(shapes["reminder-keyed"], ["create_account", "send_reminder"])

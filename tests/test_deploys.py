@@ -299,7 +299,7 @@ def test_a_deploy_between_source_trees_runs_each_version_from_its_own(
 def test_a_run_deployed_to_while_it_sleeps_wakes_on_the_new_code(
     deploys: dict[str, CrashtestRun],
 ) -> None:
-    """A reminder a week after sign-up, deployed while runs sleep (--skip-time): the worker is
+    """A reminder a week after sign-up, deployed while runs sleep (time skipped): the worker is
     killed while the run waits on its timer, and v2's worker takes it when the timer fires. v2
     inserted a welcome before the sleep without a patch: replaying v1's history it schedules
     the welcome where v1 started the timer, and the run is blocked (✗ at the wait and in the

@@ -223,14 +223,14 @@ def test_the_console_script_imports_from_the_working_directory_and_can_force_a_d
 
 
 def test_a_run_behind_a_long_timer_names_the_timer(app_env: dict[str, str], tmp_path: Path) -> None:
-    """An hour's sleep: in real time (the default) the run waits on it, and the tool names the
-    timer; with --skip-time it takes the runs no real time."""
+    """An hour's sleep takes the runs no real time (time skipping); asked for real time, the
+    run waits on it, and the tool names the timer."""
     args = ["--worker", "sleeper_app:build", "--workflow", "sleeper_app:SleepsAnHour",
             "--input", "null", "--observe", "notes_app:notes_of", "--deadline-s", "5"]  # fmt: skip
-    skipped = crashtest([*args, "--skip-time"], app_env, tmp_path, timeout=60)
+    skipped = crashtest(args, app_env, tmp_path, timeout=60)
     assert skipped.returncode == 1, skipped.stdout + skipped.stderr  # the unkeyed note, twice
     assert "after-effect:1" in skipped.stdout and "does not skip" not in skipped.stderr
-    done = crashtest(args, app_env, tmp_path, timeout=60)
+    done = crashtest([*args, "--real-time"], app_env, tmp_path, timeout=60)
     assert done.returncode == 2, done.stderr
     assert "no result within 5 s; the run is running; a timer of 3600.0 s is pending" in (
         last_line(done)

@@ -29,7 +29,7 @@ from test_wire import COMMANDS, command_for
 NOTES = ["--workflow", "TwoNotes", "--input", '["milk", "eggs"]',
          "--observe", "notes_app:notes_of", "--jobs", "2"]  # fmt: skip
 AT_ONCE = 4
-NEEDS_NODE = ("typescript", "deploy-", "tree-typescript")  # the kinds run with node
+NEEDS_NODE = ("typescript", "deploy-", "tree-typescript", "asleep-")  # the kinds run with node
 POINTS = ["--points", "after-effect,after-checkpoint,in-task"]
 # Keyed, only the points after each note's effect: the unkeyed run of the same worker passes at
 # every other point (no effect repeats there, key or none), so a keyed run there proves nothing
@@ -48,15 +48,21 @@ TREE = ["--workflow", "NotesInATree", "--input", '["milk", "eggs"]',
 TREE_WORKERS = {"tree-typescript": None, "tree-python-in-process": WORKERS["python-in-process"]}
 UNKEYED_FAILS = {"after-effect:1", "after-effect:2"}  # the note written again
 DEPLOYED = ("v2", "v2-patched")  # examples/typescript/src/deploys
+# NoteAfterADay (Temporal's patching-api sample's shape: a note, a day's sleep, a note),
+# deployed to the same versions: before the sleep, while it sleeps (no real time: skipped).
+ASLEEP = ["--workflow", "NoteAfterADay", "--input", '["milk", "eggs"]',
+          "--observe", "notes_app:notes_of", "--jobs", "2",
+          "--points", "after-effect:1,after-checkpoint:1,in-task:1,wait:2"]  # fmt: skip
 
 
 def _args(kind: str, keyed: bool) -> list[str]:
     """The crash test's arguments for one kind of worker, or one deploy (`deploy-VERSION`: the
     TypeScript notes from version 1 to VERSION, examples/typescript/src/deploys)."""
     node = " ".join(COMMANDS["typescript"])
-    if kind.startswith("deploy-"):
-        version = kind.removeprefix("deploy-")
-        return ["--worker-cmd", node, "--deploy-cmd", f"{node} {version}", *NOTES]
+    if kind.startswith(("deploy-", "asleep-")):
+        version = kind.split("-", 1)[1]
+        workflow = ASLEEP if kind.startswith("asleep-") else NOTES
+        return ["--worker-cmd", node, "--deploy-cmd", f"{node} {version}", *workflow]
     points = KEYED_POINTS if keyed else POINTS
     if kind in TREE_WORKERS:
         return [*(TREE_WORKERS[kind] or ["--worker-cmd", node]), *TREE, *points]
@@ -101,7 +107,7 @@ def verdicts(
     out = tmp_path_factory.mktemp("worker-command")
     node = shutil.which("node") is not None
     every = [(kind, keyed) for kind in WORKERS for keyed in (False, True)]
-    every += [(f"deploy-{version}", True) for version in DEPLOYED]
+    every += [(f"{how}-{version}", True) for how in ("deploy", "asleep") for version in DEPLOYED]
     every += [("tree-typescript", False), ("tree-typescript", True)]
     every += [("tree-python-in-process", False)]
     every = [(k, keyed) for k, keyed in every if node or not k.startswith(NEEDS_NODE)]
@@ -163,6 +169,27 @@ def test_a_deploy_of_worker_commands(
         assert all("Nondeterminism" in c["diff"] for c in report["cells"]), report["cells"]
     else:
         assert code == 0 and failing(report) == set(), report["cells"]
+
+
+@pytest.mark.servers
+def test_a_deploy_of_worker_commands_while_a_run_sleeps(
+    verdicts: dict[tuple[str, bool], tuple[int, dict[str, Any]]],
+) -> None:
+    """A note, a day's sleep, a note, in TypeScript, deployed to a version whose first note is
+    another activity: unpatched, a run that scheduled version 1's replays into it — killed
+    after its first note or while asleep (the worker killed on the wire, the timer then
+    skipped), its workflow task fails (nondeterminism); killed in its first task, version 2
+    takes its own path. Behind `patched`, every point ends in a version's no-crash state."""
+    command_for("typescript")  # skips where node is missing
+    code, report = verdicts[("asleep-v2", True)]
+    by_point = {c["crash_at"]: c for c in report["cells"]}
+    assert code == 1 and failing(report) == {"after-effect:1", "after-checkpoint:1", "wait:2"}
+    assert all("Nondeterminism" in by_point[p]["diff"] for p in failing(report)), by_point
+    assert by_point["wait:2"]["activity"] == "writeNote#2 (eggs), after a timer of 24 hours"
+    assert by_point["in-task:1"]["observed"] == ["MILK", "eggs"], by_point["in-task:1"]
+    code, report = verdicts[("asleep-v2-patched", True)]
+    assert code == 0 and failing(report) == set(), report["cells"]
+    assert len(report["cells"]) == 4, report["cells"]
 
 
 @pytest.mark.servers

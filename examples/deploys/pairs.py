@@ -115,7 +115,6 @@ PAIRS = [
         "a step inserted before a week's sleep, no patch: deployed while a run sleeps",
         frozenset({"wait:2", "in-task:2"}),  # woken on v2: [TMPRL1100], blocked
         points=SLEEP_POINTS,
-        more=("--skip-time",),
     ),
     Pair(
         "asleep-patched",
@@ -123,6 +122,5 @@ PAIRS = [
         "sleep_v2_patched",
         "the step before the sleep behind workflow.patched",
         points=SLEEP_POINTS,
-        more=("--skip-time",),
     ),
 ]

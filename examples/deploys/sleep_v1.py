@@ -1,5 +1,5 @@
-"""`Reminder`, version 1: create the account, sleep a week, send the reminder (run with
-`--skip-time`: the week takes no real time)."""
+"""`Reminder`, version 1: create the account, sleep a week, send the reminder (time skipping:
+the week takes no real time)."""
 
 from __future__ import annotations
 

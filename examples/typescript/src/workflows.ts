@@ -2,7 +2,13 @@
 // retried soon). PaymentsWorkflow: examples/payments' workflow, and OrderAgent:
 // examples/order_agent.py's, each with the same activity names and options, so that its
 // boundaries are labelled as the Python version's.
-import { continueAsNew, executeChild, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import {
+  continueAsNew,
+  executeChild,
+  proxyActivities,
+  sleep,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type * as activities from './activities';
 import type * as payments from './payments';
 import type * as agent from './agent';
@@ -17,6 +23,16 @@ export async function TwoNotes(texts: string[]): Promise<number> {
   for (const text of texts) {
     await writeNote(text);
   }
+  return texts.length;
+}
+
+// NoteAfterADay: a note, a day's sleep, another — Temporal's `patching-api` sample's shape
+// (activityA, sleep('1 days'), activityThatMustRunAfterA). Crash-tested in no real time (time
+// skipping); deployed to src/deploys' versions while a run sleeps.
+export async function NoteAfterADay(texts: string[]): Promise<number> {
+  await writeNote(texts[0]);
+  await sleep('1 day');
+  await writeNote(texts[1]);
   return texts.length;
 }
 

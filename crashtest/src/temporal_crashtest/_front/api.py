@@ -242,7 +242,7 @@ def _warnings(
 ) -> list[str]:
     """What the user should know: time not skipped, the reference's own notes, what a deploy
     changes that no run fails on, processes that left their group."""
-    slow = runner.session.starter is None and options.skip_time
+    slow = runner.session.starter is None and not options.real_time
     escaped = [_escaped(procs.escaped)] if procs.escaped else []
     return [
         *([NOT_SKIPPED] if slow else []),
@@ -338,7 +338,7 @@ async def _runner(
         client=client,
     )
     horizon = timedelta(days=options.horizon_days)
-    starter = await starting_client(client, horizon, say) if options.skip_time else None
+    starter = None if options.real_time else await starting_client(client, horizon, say)
     session = Session(
         client=client,
         workers=workers,

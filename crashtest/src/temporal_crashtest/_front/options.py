@@ -185,17 +185,17 @@ _HOW_TO_CRASH = (
         Part.RUN, reads=Reads.SWITCH, default=False,
     ),
     Option(
-        "skip_time",
-        "start every run with Temporal's time skipping, where the server allows it: a run's "
-        "sleeps and timeouts take no real time while nothing of it is in flight (a week's sleep "
-        "in a second); not yet the default: see the guide's page on time",
+        "real_time",
+        "a run's sleeps and timeouts take their real time (default: every run the tool starts "
+        "asks the server to skip the time it waits on timers — Temporal's time skipping — "
+        "where the server allows it)",
         Part.RUN, reads=Reads.SWITCH, default=False,
     ),
     Option(
         "horizon_days",
-        "with --skip-time, how far time skipping may move a run's clock ahead, in days; past it "
-        "(or past the server's budget of skips) a run's timers take their real time, and a run "
-        "still waiting at its deadline is named with both",
+        "how far time skipping may move a run's clock ahead, in days; past it (or past the "
+        "server's budget of skips) a run's timers take their real time, and a run still waiting "
+        "at its deadline is named with both",
         Part.RUN, type=float, default=365.0, check=_horizon, metavar="DAYS",
     ),
     Option(
@@ -283,7 +283,7 @@ class CrashTestOptions:
     deadline_s: float = declared(OPTIONS, "deadline_s")
     resume_after_s: float = declared(OPTIONS, "resume_after_s")
     real_timeouts: bool = declared(OPTIONS, "real_timeouts")
-    skip_time: bool = declared(OPTIONS, "skip_time")
+    real_time: bool = declared(OPTIONS, "real_time")
     horizon_days: float = declared(OPTIONS, "horizon_days")
     shard: tuple[int, int] | None = declared(OPTIONS, "shard")
     exact: bool = declared(OPTIONS, "exact")

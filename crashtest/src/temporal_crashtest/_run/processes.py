@@ -353,6 +353,14 @@ class Processes:
             self.escaped += kill_group(proc.pid, token)
         self.running.pop(proc.pid, None)
 
+    def kill(self, proc: Child) -> None:
+        """SIGKILL it now: a worker command's whole group, and what it started outside it."""
+        token = self.tokens.get(proc.pid)
+        if token:
+            self.escaped += kill_group(proc.pid, token)
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+
     def kill_all(self) -> None:
         for child in list(self.running.values()):
             token = self.tokens.pop(child.pid, None)

@@ -47,9 +47,7 @@ async def wait_run(session: Session, point: CellPoint, workflow_id: str) -> Outc
             await _until_waiting(session, run, first, point.wait, deadline)
         except _NeverWaited as err:
             return Outcome(workflow_id=workflow_id, handle=run.handle, not_reached=str(err))
-        first.child.kill()
-        await first.child.wait()
-        await first.cut_off()
+        await session.workers.kill(first)
         killed_at = time.monotonic()
         identity = str(first.status.facts.get("identity") or "")
         await asyncio.sleep(session.resume_after_s)

@@ -227,6 +227,13 @@ class Workers:
             "longer: --deadline-s)"
         )
 
+    async def kill(self, worker: Worker) -> None:
+        """SIGKILL the worker (crashtest's doing, not the worker's own: a run that waits) and
+        wait for it to die; a worker command's calls still open on the wire, ended."""
+        self.procs.kill(worker.child)
+        await worker.child.wait()
+        await worker.cut_off()
+
     async def stop(self, workers: list[Worker]) -> None:
         for w in workers:
             if w.proxy is not None:
