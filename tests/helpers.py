@@ -32,6 +32,11 @@ from workflows.grocery import GroceryAgentWorkflow
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULT_TIMEOUT_S = 60
+# The budget of a module whose crash tests all run once, in its first test's setup (the shapes,
+# the deploys, the frameworks): 250-410 s each quiet, and past 900 s beside four busy loops per
+# core with the four of them set up at once, where every test of a module then failed on the
+# budget alone. A hung test still fails by name, well inside CI's 90 minutes.
+MODULE_BUDGET_S = 1800
 
 
 def new_run_id(prefix: str) -> str:

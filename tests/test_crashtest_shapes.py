@@ -18,6 +18,7 @@ from temporalio.client import Client
 from examples.shapes.parallel_slow import CHARGE_TIMEOUT
 from infra.db import ensure_database_url
 from tests.helpers import (
+    MODULE_BUDGET_S,
     BothWays,
     CrashtestRun,
     child_env,
@@ -32,10 +33,8 @@ OBSERVE = ["--observe", "examples.shapes.ledger:effects_of"]
 # Charges that run at once: after a kill the ones in flight run again together, in any order.
 ANY_ORDER = ["--observe", "examples.shapes.ledger:effects_in_any_order"]
 SHAPES_AT_ONCE = 16
-# The first test sets up the module's crash tests: 280 s quiet in CI with the waits' shapes and
-# their wire twins, and past 600 s beside four busy loops per core, where every test of the
-# module then failed on the budget alone (as the deploys' and frameworks' modules, 900 s).
-pytestmark = pytest.mark.timeout(900)
+# The module's crash tests run once, in the first test's setup (`MODULE_BUDGET_S`).
+pytestmark = pytest.mark.timeout(MODULE_BUDGET_S)
 MONTHS = {"customer": "acme", "months": 2}
 BOTH_MONTHS = {"effects": ["charge acme month 1", "charge acme month 2"]}
 

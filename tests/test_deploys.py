@@ -24,6 +24,7 @@ from crashlab.lab import counts, grocery_crashtest_args
 from examples.deploys.pairs import PAIRS
 from infra.db import ensure_database_url
 from tests.helpers import (
+    MODULE_BUDGET_S,
     ROOT,
     CrashtestRun,
     child_env,
@@ -44,10 +45,8 @@ FRAMEWORK_TO_ITSELF = [
     "--deploy-to", f"{PYDANTIC_AI}:keyed_worker", "--points", "after-effect:1",
 ]  # fmt: skip
 BY_NAME = {pair.name: pair for pair in PAIRS}
-# The module's crash tests run once, in the first test's setup: 210-228 s quiet here (pytest's
-# default budget is 300 s), and past 300 s beside four busy loops per core, where every test of
-# the module then failed on the budget alone.
-pytestmark = pytest.mark.timeout(900)
+# The module's crash tests run once, in the first test's setup (`MODULE_BUDGET_S`).
+pytestmark = pytest.mark.timeout(MODULE_BUDGET_S)
 # The grocery agent: runs start on the release before the price check (numbered by the SDK) and
 # are taken over by today's (ids are the steps' own numbers; the check behind a patch), or by
 # the check shipped the guide's way (behind a patch, numbered by the SDK).

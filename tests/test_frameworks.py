@@ -22,6 +22,7 @@ import pytest
 from infra.db import ensure_database_url
 from tests.effects_service import EffectsService, effects_service
 from tests.helpers import (
+    MODULE_BUDGET_S,
     BothWays,
     CrashtestRun,
     child_env,
@@ -32,9 +33,8 @@ from tests.helpers import (
     untested_but_the_end,
 )
 
-# The first test sets up the module's crash tests: 250-304 s here quiet, 561 s beside four busy
-# loops per core (of the 600 s this budget was).
-pytestmark = pytest.mark.timeout(900)
+# The module's crash tests run once, in the first test's setup (`MODULE_BUDGET_S`).
+pytestmark = pytest.mark.timeout(MODULE_BUDGET_S)
 
 PYDANTIC_AI = "pydantic_ai.durable_exec.temporal:PydanticAIPlugin"
 OPENAI_AGENTS = "examples.frameworks.openai_agents_agent:plugin"

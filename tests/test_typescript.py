@@ -16,6 +16,7 @@ import pytest
 
 from examples.model_stub import serving
 from tests.helpers import (
+    MODULE_BUDGET_S,
     PAYMENTS_INPUT,
     ROOT,
     CrashtestRun,
@@ -25,7 +26,8 @@ from tests.helpers import (
     payments,
 )
 
-pytestmark = pytest.mark.servers
+# Its crash tests run in module fixtures: 106 s quiet, past the default 300 s beside busy loops.
+pytestmark = [pytest.mark.servers, pytest.mark.timeout(MODULE_BUDGET_S)]
 # Few cells at a time (--jobs): each starts its worker commands afresh (~0.5 s of CPU each), and
 # many at once starve the rest of the suite on a loaded machine.
 

@@ -103,6 +103,15 @@ def timeouts_without_a_kill(runs: list[RunHistory]) -> int:
 FAILS_BY_DESIGN = 10**6  # `activity_attempts`' count for one that fails until its window closes
 
 
+def _activity_ids(run: RunHistory) -> dict[int, str]:
+    """Each activity's id in the run, by the id of the event that scheduled it."""
+    return {
+        e.event_id: e.activity_task_scheduled_event_attributes.activity_id
+        for e in run.history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    }
+
+
 def activity_attempts(runs: list[RunHistory]) -> dict[tuple[str, str], int]:
     """The attempt each activity of the tree ended on, by (scope, activity id): a run without
     a crash, read this way, says how many attempts its activities take by design (a poll by
@@ -112,11 +121,7 @@ def activity_attempts(runs: list[RunHistory]) -> dict[tuple[str, str], int]:
     more: any number (`FAILS_BY_DESIGN`)."""
     found = {}
     for run in runs:
-        ids = {
-            e.event_id: e.activity_task_scheduled_event_attributes.activity_id
-            for e in run.history.events
-            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-        }
+        ids = _activity_ids(run)
         for e in run.history.events:
             if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
                 started = e.activity_task_started_event_attributes
@@ -147,11 +152,7 @@ def timed_out_last(runs: list[RunHistory]) -> dict[tuple[str, str], datetime]:
     its window closes does when a loaded worker answers it late."""
     found = {}
     for run in runs:
-        ids = {
-            e.event_id: e.activity_task_scheduled_event_attributes.activity_id
-            for e in run.history.events
-            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-        }
+        ids = _activity_ids(run)
         for e in run.history.events:
             if e.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
                 continue
