@@ -21,6 +21,11 @@ ACTIVITY_CLOSED = frozenset(
 )
 
 
+# A timer shorter than this is no wait to kill in: crashtest reads the history every 50 ms to
+# find the run waiting, and a 10 ms sleep has fired by then (the cell would not be reached).
+SHORTEST_WAIT = timedelta(seconds=1)
+
+
 @dataclass(frozen=True)
 class TimerWait:
     """A timer the run waited on before a boundary: its id in the run (the same in every run of
@@ -32,8 +37,8 @@ class TimerWait:
 
 def timer_before(tree: Tree, b: Boundary) -> TimerWait | None:
     """The timer that fired in `b`'s run after the boundary before it was scheduled and before
-    `b` was, started while no activity of the run was in flight (the last, if several); None if
-    the run did not wait there."""
+    `b` was, started while no activity of the run was in flight, of SHORTEST_WAIT or longer (the
+    last, if several); None if the run did not wait there."""
     run = tree.run(b.scope)
     if run is None or b.local:
         return None
@@ -54,8 +59,9 @@ def timer_before(tree: Tree, b: Boundary) -> TimerWait | None:
             in_flight -= 1
         elif e.event_type == EventType.EVENT_TYPE_TIMER_STARTED and e.event_id > since:
             attrs = e.timer_started_event_attributes
-            if in_flight == 0:
-                started[attrs.timer_id] = attrs.start_to_fire_timeout.ToTimedelta()
+            span = attrs.start_to_fire_timeout.ToTimedelta()
+            if in_flight == 0 and span >= SHORTEST_WAIT:
+                started[attrs.timer_id] = span
         elif e.event_type == EventType.EVENT_TYPE_TIMER_FIRED:
             timer_id = e.timer_fired_event_attributes.timer_id
             if timer_id in started:

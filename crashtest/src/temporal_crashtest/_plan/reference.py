@@ -193,8 +193,8 @@ class Reference:
             return _reachable_after_checkpoint(self.tree, b)
         if moment.kills_while_waiting and timer_before(self.tree, b) is None:
             return (
-                "no timer fired before it was scheduled, with nothing in flight, in the run "
-                "without a crash (a workflow.sleep, a wait_condition's timeout)"
+                "no timer of 1 s or longer fired before it was scheduled, with nothing in flight, "
+                "in the run without a crash (a workflow.sleep, a wait_condition's timeout)"
             )
         return None
 
