@@ -49,6 +49,10 @@ DYNAMIC_CONFIG = {
     "matching.numTaskqueueWritePartitions": "1",
     "matching.maxTaskQueueIdleTime": '"70s"',
     "frontend.WorkflowTimeSkippingEnabled": "true",  # a run may ask to skip its timers
+    # Worker Versioning: every crash test of a versioned worker registers deployments of its
+    # own (one per task queue); at 100, the default, a dev server kept for days refused the
+    # next worker ("reached maximum deployments in namespace (100)").
+    "matching.maxDeployments": "100000",
 }
 SQLITE_PRAGMAS = {"journal_mode": "wal"}
 HOST, PORT = "127.0.0.1", 7233  # where `temporal server start-dev` listens by default

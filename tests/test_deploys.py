@@ -119,7 +119,7 @@ def test_each_deploy_gets_its_verdict(deploys: dict[str, CrashtestRun], name: st
     done, report = deploys[name]
     pair = BY_NAME[name]
     assert done.returncode == (1 if pair.failing else 0), done.stdout + done.stderr
-    assert failing(report) == set(pair.failing), report["cells"]
+    assert failing(report) == set(pair.failing), {c["crash_at"]: c["diff"] for c in report["cells"]}
     assert {c["crash_at"] for c in report["cells"]} == set(pair.points.split(","))
 
 
@@ -326,7 +326,7 @@ def test_a_pinned_run_whose_version_is_gone_is_reported_hanging(
     (✓: while v2's worker failed to be made current, it was called "on its way to v1")."""
     done, report = deploys["pinned"]
     by_point = cells(deploys["pinned"])
-    assert by_point["in-task:1"]["matches"], by_point["in-task:1"]
+    assert by_point["in-task:1"]["matches"], by_point["in-task:1"]["diff"]
     assert by_point["in-task:1"]["observed"] == NEW
     hanging = [c for c in report["cells"] if c["crash_at"] != "in-task:1"]
     assert hanging and done.returncode == 1

@@ -1,15 +1,22 @@
 """The client a crash test runs on asks again while the server says its namespace is not found:
-a loaded server's namespace registry says that of a namespace it failed to read."""
+a loaded server's namespace registry says that of a namespace it failed to read; and a call
+its own timeout ended is one to ask again."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import timedelta
 
 import pytest
 from google.protobuf.duration_pb2 import Duration
+from temporal_crashtest._calls import late
 from temporal_crashtest._connect import NamespaceBlips, connect
-from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.workflowservice.v1 import (
+    DescribeWorkflowExecutionRequest,
+    RegisterNamespaceRequest,
+)
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -60,3 +67,33 @@ async def _stays_missing(temporal_address: str) -> None:
     with pytest.raises(RPCError, match=f"Namespace {namespace} is not found"):
         await patient.get_workflow_handle("nobody").describe()
     assert asyncio.get_running_loop().time() - started >= 1
+
+
+def test_a_call_its_own_timeout_ended_is_asked_again(temporal_address: str) -> None:
+    """A call past its timeout is late (asked again), as one to an unavailable server is, a call
+    the server refused is not. Timed out by the server, it fails DEADLINE_EXCEEDED; by the
+    client, first, CANCELLED "Timeout expired" (the SDK's core: the pinned deploy example's
+    worker once failed to start on it); which one comes first is a race."""
+    timed_out, refused = asyncio.run(_two_failures(temporal_address))
+    assert late(timed_out), timed_out
+    assert late(RPCError("Timeout expired", RPCStatusCode.CANCELLED, b""))
+    assert not late(RPCError("cancelled by the caller", RPCStatusCode.CANCELLED, b""))
+    assert refused.status == RPCStatusCode.NOT_FOUND and not late(refused), refused
+
+
+async def _two_failures(temporal_address: str) -> tuple[RPCError, RPCError]:
+    client = await connect(temporal_address)
+    failures = []
+    for timeout in (timedelta(microseconds=1), None):
+        try:
+            await client.workflow_service.describe_workflow_execution(
+                DescribeWorkflowExecutionRequest(
+                    namespace=client.namespace,
+                    execution=WorkflowExecution(workflow_id=f"no-such-{uuid.uuid4()}"),
+                ),
+                timeout=timeout,
+            )
+        except RPCError as err:
+            failures.append(err)
+    assert len(failures) == 2, failures
+    return failures[0], failures[1]

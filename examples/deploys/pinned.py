@@ -56,12 +56,16 @@ class CurrentOnStart(Worker):
                 )
                 return
             except RPCError as err:
-                late = err.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.UNAVAILABLE)
+                late = err.status in LATE or (
+                    # the client's own timeout: CANCELLED, from the SDK's core
+                    err.status == RPCStatusCode.CANCELLED and err.message == "Timeout expired"
+                )
                 if not (late or "missing active task queues" in err.message) or polling.done():
                     raise
             await asyncio.sleep(POLL_REGISTERED_S)
 
 
+LATE = (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.UNAVAILABLE)
 POLL_REGISTERED_S = 0.1  # how often to ask again while the server has not had the poll
 # The call runs the deployment's own workflow on the server: in the suite's load it outran the
 # client's default deadline ("Timeout expired") and the worker failed to start. It is asked

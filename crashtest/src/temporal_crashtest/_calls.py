@@ -44,6 +44,15 @@ def seen(future: asyncio.Future[Any]) -> asyncio.Future[Any]:
 
 
 _ASK_AGAIN = {RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.UNAVAILABLE}
+# A call the client's own timeout ended: the SDK's core (tonic) says CANCELLED, not
+# DEADLINE_EXCEEDED, with this message.
+TIMEOUT_EXPIRED = "Timeout expired"
+
+
+def late(err: RPCError) -> bool:
+    """The call timed out or found the server unavailable: asking again may answer it."""
+    timed_out = err.status == RPCStatusCode.CANCELLED and err.message == TIMEOUT_EXPIRED
+    return timed_out or err.status in _ASK_AGAIN
 
 
 async def result_of(handle: WorkflowHandle[Any, Any]) -> Any:
@@ -53,7 +62,7 @@ async def result_of(handle: WorkflowHandle[Any, Any]) -> Any:
         try:
             return await handle.result()
         except RPCError as err:
-            if err.status not in _ASK_AGAIN:
+            if not late(err):
                 raise
             await asyncio.sleep(0.2)
 
