@@ -36,6 +36,7 @@ SHAPES_AT_ONCE = 16
 # The module's crash tests run once, in the first test's setup (`MODULE_BUDGET_S`).
 pytestmark = pytest.mark.timeout(MODULE_BUDGET_S)
 MONTHS = {"customer": "acme", "months": 2}
+WEEK_S = 7 * 86400
 BOTH_MONTHS = {"effects": ["charge acme month 1", "charge acme month 2"]}
 
 
@@ -397,6 +398,12 @@ def test_workflows_that_wait_days_take_no_real_time(shapes: BothWays) -> None:
         asleep = cells(shapes[name][1])[wait]
         assert asleep["matches"] and asleep["activity"] == label, (name, asleep)
         assert asleep["waited_on"][0].endswith("(time skipping)"), (name, asleep)
+    # Each cell says how much workflow time its run covered, in its row and its progress line.
+    for cell in shapes["reminder-keyed"][1]["cells"]:
+        assert cell["workflow_s"] >= WEEK_S > cell["seconds"], cell
+    assert re.search(r"\] wait:2 .* ✓ +[\d.]+ s, 7 days of workflow time", said), said
+    table = shapes["reminder-keyed"][0].stdout
+    assert re.search(r"(^|\n)(after-)?effect:\S+ .* 7 days in [\d.]+ s ", table), table
     keyed = assert_clean(shapes["approval-3-days-keyed"], ["cancel_order"])
     assert keyed["reference"] == {"effects": ["cancelled milk"]}, keyed["reference"]
     assert_caught(shapes["approval-3-days-unkeyed"], {"after-effect:1"}, "effects: 1 → 2 entries")

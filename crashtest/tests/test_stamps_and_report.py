@@ -19,7 +19,8 @@ from temporal_crashtest._points.sites import (
     encode,
     next_run,
 )
-from temporal_crashtest._report.report import Report
+from temporal_crashtest._report.html import html_report
+from temporal_crashtest._report.report import WORKFLOW_TIME, Cell, Report
 from temporalio.api.common.v1 import Payload
 
 
@@ -145,3 +146,21 @@ def test_many_boundaries_untested_for_one_reason_are_one_line() -> None:
         f"not tested: 28 boundaries (charge#2, charge#3, charge#4, …): {asked}",
         "not tested: summarise: after it the run only ends",
     ]
+
+
+def test_a_run_time_skipping_took_past_an_hour_says_its_workflow_time() -> None:
+    """A column of workflow time in the table (terminal, Markdown) and the HTML report, only
+    when a cell's run covered more than an hour of it (time skipping): "7 days in 2.5 s"."""
+    cell = Cell(workflow_id="w", crash_at="wait:2", activity="send", matches=True, observed=None,
+                diff=None, recovery_s=1.0, seconds=2.5, workflow_s=7 * 86400 + 0.3)  # fmt: skip
+    short_run = replace(cell, crash_at="after-effect:1", workflow_s=0.4)
+    report = Report(workflow="W", activities=[], reference=None, cells=[cell, short_run],
+                    seconds=3.0)  # fmt: skip
+    assert cell.workflow_time_text() == "7 days in 2.5 s" and short_run.workflow_time_text() == ""
+    head, _, row, other = report.table(markdown=True).splitlines()
+    assert f"| {WORKFLOW_TIME} |" in head
+    assert "| 7 days in 2.5 s |" in row and "|  |" in other
+    assert "7 days in 2.5 s" in report.table()
+    assert f"<th>{WORKFLOW_TIME}</th>" in html_report(report)
+    alone = replace(report, cells=[short_run])
+    assert WORKFLOW_TIME not in alone.table() and WORKFLOW_TIME not in html_report(alone)

@@ -50,14 +50,13 @@ from temporal_crashtest._run.runner import Runner
 from temporal_crashtest._run.session import Session
 from temporal_crashtest._run.virtual_time import NOT_SKIPPED, starting_client
 from temporal_crashtest._run.workers import Workers
-from temporal_crashtest._text import shown, span_text
+from temporal_crashtest._text import SKIPPED_SPAN, shown, span_text
 from temporal_crashtest._wire.kill import INSIDE_OFF_THE_WIRE, off_the_wire
 from temporal_crashtest._wire.peers import can_tell
 from temporal_crashtest._worker.replay import Replayed, summary
 
 REFERENCE_CHARS = 200  # how much of the reference state a progress line shows
 NAMES_SHOWN = 8  # boundaries named in the progress line that lists them
-SKIPPED_SPAN = timedelta(hours=1)  # a reference longer in workflow time says how long
 
 
 def check_target(target: Target) -> None:

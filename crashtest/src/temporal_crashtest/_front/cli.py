@@ -69,7 +69,7 @@ from temporal_crashtest._report.merge import merge_reports
 from temporal_crashtest._report.report import Cell, Report
 from temporal_crashtest._run.forkserver import fork_here
 from temporal_crashtest._run.processes import ForkedServer, NotForked
-from temporal_crashtest._text import ArgumentParser, shown
+from temporal_crashtest._text import ArgumentParser, shown, span_text
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -115,9 +115,11 @@ def progress(done: int, total: int, cell: Cell) -> None:
     mark = "-" if cell.not_reached else "✓" if cell.matches else "✗"
     what = f"  {shown(cell.diff)}" if cell.diff else ""
     what = "  not reached: no verdict (listed as not tested)" if cell.not_reached else what
+    span = cell.skipped()
+    skipped = f", {span_text(span)} of workflow time" if span else ""
     print(
         f"[{done:>3}/{total}] {cell.crash_at:<20} {shown(cell.activity)[:40]:<40} {mark} "
-        f"{cell.seconds:5.1f} s{what}",
+        f"{cell.seconds:5.1f} s{skipped}{what}",
         file=sys.stderr,
         flush=True,
     )

@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import quote
 
 from temporal_crashtest._history.timeline import Timeline
-from temporal_crashtest._report.report import Cell, Report
+from temporal_crashtest._report.report import WORKFLOW_TIME, Cell, Report
 from temporal_crashtest._text import shown
 
 
@@ -150,7 +150,7 @@ def _legend() -> str:
 def _verdicts(report: Report) -> str:
     rows = [
         "<table><tr><th>crash point</th><th>activity</th><th>result</th><th>what differs</th>"
-        "<th>recovery</th><th>run</th></tr>"
+        f"<th>recovery</th>{_workflow_time(report, None)}<th>run</th></tr>"
     ]
     for cell in report.cells:
         mark = "✓" if cell.matches else "✗"
@@ -159,11 +159,21 @@ def _verdicts(report: Report) -> str:
             f'<tr class="{"pass" if cell.matches else "fail"}">'
             f'<td><a href="#{_anchor(cell)}">{point}</a></td><td>{escape(cell.activity)}</td>'
             f'<td class="mark">{mark}</td><td>{escape(cell.diff or "")}</td>'
-            f"<td>{escape(cell.recovery_text())}</td>"
+            f"<td>{escape(cell.recovery_text())}</td>{_workflow_time(report, cell)}"
             f"<td>{_run_link(report, cell.workflow_id, 'web UI', bare=True)}</td></tr>"
         )
     rows.append("</table>")
     return "\n".join(rows)
+
+
+def _workflow_time(report: Report, cell: Cell | None) -> str:
+    """The column of the workflow time a run covered, when time skipping took one past an hour
+    (`Cell.workflow_time_text`): its head for None."""
+    if not any(c.workflow_time_text() for c in report.cells):
+        return ""
+    if cell is None:
+        return f"<th>{escape(WORKFLOW_TIME)}</th>"
+    return f"<td>{escape(cell.workflow_time_text())}</td>"
 
 
 def _run_link(report: Report, workflow_id: str, text: str, *, bare: bool = False) -> str:

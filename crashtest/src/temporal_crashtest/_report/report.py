@@ -6,13 +6,21 @@ workflow's name): each method that renders text passes it through `_text` first.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from temporal_crashtest._errors import CrashPointError
 from temporal_crashtest._points.points import CrashPoint, Moment, Untested, killed_after
-from temporal_crashtest._text import json_bytes, markdown_cell, shown
+from temporal_crashtest._text import (
+    SKIPPED_SPAN,
+    json_bytes,
+    markdown_cell,
+    shown,
+    workflow_time_text,
+)
 
+WORKFLOW_TIME = "workflow time (time skipping)"  # the column, when a run skipped past an hour
 NOTES_LISTED = 3  # untested boundaries with one reason listed one by one; more: one line
 
 
@@ -55,6 +63,7 @@ class Cell:
     group: int = 1  # points crashed in the run that gave this verdict (1: a run of its own)
     not_reached: str | None = None  # its run never reached the point, and why: no verdict
     retry: str = ""  # killed inside an activity: what its next attempt did (MADE_AGAIN, ...)
+    workflow_s: float = 0.0  # the workflow time its run covered (time skipping: past `seconds`)
 
     @property
     def moment(self) -> Moment | None:
@@ -63,6 +72,15 @@ class Cell:
             return CrashPoint.parse(self.crash_at).moment
         except CrashPointError:
             return None
+
+    def skipped(self) -> timedelta | None:
+        """The workflow time its run covered, if time skipping took it past SKIPPED_SPAN."""
+        span = timedelta(seconds=self.workflow_s)
+        return span if span > SKIPPED_SPAN else None
+
+    def workflow_time_text(self) -> str:
+        """ "7 days in 1.1 s" for a run time skipping took past an hour of workflow time."""
+        return workflow_time_text(timedelta(seconds=self.workflow_s), self.seconds)
 
     def recovery_text(self) -> str:
         if self.group > 1:
@@ -156,6 +174,10 @@ class Report:
             head.insert(2, "in flight at the kill")
             for row, c in zip(rows, self.cells, strict=True):
                 row.insert(2, cell(", ".join(c.in_flight)))
+        if any(c.workflow_time_text() for c in self.cells):
+            head.insert(-1, WORKFLOW_TIME)
+            for row, c in zip(rows, self.cells, strict=True):
+                row.insert(-1, cell(c.workflow_time_text()))
         if markdown:
             lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
             lines += ["| " + " | ".join(r) + " |" for r in rows]

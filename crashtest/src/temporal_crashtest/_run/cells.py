@@ -129,4 +129,5 @@ def _cleared(point: CellPoint, outcome: GroupRun) -> Cell:
         seconds=outcome.seconds,
         crashes=1,
         group=outcome.reached,
+        workflow_s=outcome.workflow_s,
     )

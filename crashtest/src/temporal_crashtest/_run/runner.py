@@ -46,6 +46,12 @@ class GroupRun:
     why: str | None
     observed: Any
     seconds: float
+    workflow_s: float = 0.0  # the workflow time its run covered (`Cell.workflow_s`)
+
+
+def _workflow_s(outcome: Outcome) -> float:
+    """The workflow time the run covered, first event to last (0: its histories were not read)."""
+    return outcome.tree.span().total_seconds() if outcome.tree else 0.0
 
 
 def _retry(point: CellPoint | None, outcome: Outcome) -> str:
@@ -168,6 +174,7 @@ class Runner:
             crashes=outcome.crashes,
             fast_forward=list(outcome.fast_forward),
             retry=_retry(point, outcome) if diff else "",
+            workflow_s=_workflow_s(outcome),
         )
 
     async def _outcome(self, point: CellPoint | None, reference: Reference) -> Outcome:
@@ -211,6 +218,7 @@ class Runner:
             why=why or reference.differs(outcome.end, observed),
             observed=observed,
             seconds=round(time.monotonic() - started, 2),
+            workflow_s=_workflow_s(outcome),
         )
 
     async def replay_pass(self, tree: Tree) -> list[Replayed]:

@@ -13,7 +13,7 @@ from temporalio.api.enums.v1 import EventType
 
 from temporal_crashtest._errors import CellFailed
 from temporal_crashtest._history.timers import ACTIVITY_CLOSED, TimerWait
-from temporal_crashtest._history.tree import RunHistory
+from temporal_crashtest._history.tree import RunHistory, read_tree
 from temporal_crashtest._history.waits import Wait
 from temporal_crashtest._plan.reference import CellPoint
 from temporal_crashtest._points.sites import ROOT_SCOPE
@@ -62,11 +62,13 @@ async def wait_run(session: Session, point: CellPoint, workflow_id: str) -> Outc
             raise CellFailed(
                 "the worker exited before the run ended: " + session.workers.last_line(after)
             )
+        recovery_s = time.monotonic() - killed_at
         return Outcome(
             workflow_id=workflow_id,
             handle=run.handle,
             end=run.ending(),
-            recovery_s=time.monotonic() - killed_at,
+            tree=read_tree(await session.histories(run.handle), frozenset({queue})),
+            recovery_s=recovery_s,
             recovery=Recovery(waited_on=_waited_on(point.wait, first, skipped)),
         )
     except CellFailed as err:
