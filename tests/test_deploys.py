@@ -193,7 +193,8 @@ def test_one_activity_type_for_every_step_hides_an_unpatched_step(
     twice = cells(deploys["shared-type"])["after-effect:2"]
     assert twice["observed"] == {"effects": ["charge o-1", "receipt for o-1", "receipt for o-1"]}
     assert "Nondeterminism" not in twice["diff"], twice
-    positions, shared = report["warnings"]
+    # The two notes of the deploy (a loaded machine may add its own: a timeout no kill caused).
+    positions, shared = [w for w in report["warnings"] if "no kill caused" not in w]
     assert "(2 step('receipt for o-1') → step('notice for o-1'))" in positions, positions
     assert shared.startswith("one activity type runs several steps and they changed (step: "), (
         shared
@@ -323,7 +324,10 @@ def test_a_pinned_run_whose_version_is_gone_is_reported_hanging(
     does not take v1's runs. Each cell is ✗ "hanging" as soon as the taking-over worker polls,
     never ✓ and not at the deadline — but one killed inside its first workflow task, pinned to
     nothing yet, which moves to v2 once v2's worker polls and is made current, as a deploy does
-    (✓: while v2's worker failed to be made current, it was called "on its way to v1")."""
+    (✓: while v2's worker failed to be made current, it was called "on its way to v1"; and,
+    on a loaded machine, while its call to make v2 current was still under way after 20 s).
+    Where v2's worker polls but v1 stays current (a deploy that forgot to switch), that run is
+    ✗ "on its way to v1" once the live worker has been up for the grace."""
     done, report = deploys["pinned"]
     by_point = cells(deploys["pinned"])
     assert by_point["in-task:1"]["matches"], by_point["in-task:1"]["diff"]
@@ -333,6 +337,10 @@ def test_a_pinned_run_whose_version_is_gone_is_reported_hanging(
     for cell in hanging:
         assert cell["diff"].startswith("hanging: the run is pinned to version v1"), cell
         assert "no worker of it is left (the worker that took over is v2)" in cell["diff"], cell
+    # v2 polls but is never made current: the same run stays on its way to v1, hanging.
+    forgot = cells(deploys["pinned-not-current"])["in-task:1"]
+    assert forgot["diff"].startswith("hanging: the run is on its way to version v1"), forgot
+    assert "v1 is still the deployment's current version: make the new one" in forgot["diff"]
 
 
 def test_the_agent_survives_its_own_deploy_and_a_reset_on_it(

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import APPS
+from conftest import APPS, MODULE_BUDGET_S
 from test_wire import COMMANDS, command_for
 
 # Two cells at a time, four crash tests at a time: each cell starts two worker commands afresh
@@ -29,6 +29,8 @@ from test_wire import COMMANDS, command_for
 NOTES = ["--workflow", "TwoNotes", "--input", '["milk", "eggs"]',
          "--observe", "notes_app:notes_of", "--jobs", "2"]  # fmt: skip
 AT_ONCE = 4
+# The module's crash tests run once, in the first test's setup.
+pytestmark = pytest.mark.timeout(MODULE_BUDGET_S)
 NEEDS_NODE = ("typescript", "deploy-", "tree-typescript", "asleep-")  # the kinds run with node
 POINTS = ["--points", "after-effect,after-checkpoint,in-task"]
 # Keyed, only the points after each note's effect: the unkeyed run of the same worker passes at
@@ -118,7 +120,7 @@ def verdicts(
             for kind, keyed in every[at : at + AT_ONCE]
         }
         for key, (proc, report) in started.items():
-            output, _ = proc.communicate(timeout=300)
+            output, _ = proc.communicate(timeout=MODULE_BUDGET_S)
             assert report.exists(), output
             done[key] = (proc.returncode, json.loads(report.read_text()))
     return done
@@ -320,4 +322,6 @@ def test_what_a_worker_command_started_dies_with_it(temporal_address: str, tmp_p
     assert failing(json.loads(report.read_text())) == {"after-effect:1"}
     assert _left_behind(notes) == []
     said = [w for w in json.loads(report.read_text())["warnings"] if "left its process group" in w]
-    assert len(said) == 1 and said[0].startswith(("2 process", "3 process", "4 process")), said
+    # Two or more: a daemon per worker started, the reference's and the cell's (a loaded
+    # machine's reruns start more).
+    assert len(said) == 1 and int(said[0].split(" ")[0]) >= 2, said

@@ -101,6 +101,15 @@ PAIRS = [
         frozenset(POINTS.split(",")) - {"in-task:1"},
     ),
     Pair(
+        "pinned-not-current",
+        "pinned_v1",
+        "pinned_v2_not_current",
+        "Worker Versioning, pinned: the new version never made current",
+        # killed in its first task, the run is on its way to v1, still current, with no worker
+        frozenset({"in-task:1"}),
+        "in-task:1",
+    ),
+    Pair(
         "reset-explicit-ids",
         "ids_v1",
         "ids_v2_patched",

@@ -12,7 +12,10 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-from temporalio.api.workflowservice.v1 import SetWorkerDeploymentCurrentVersionRequest
+from temporalio.api.workflowservice.v1 import (
+    DescribeWorkerDeploymentRequest,
+    SetWorkerDeploymentCurrentVersionRequest,
+)
 from temporalio.client import Client
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.service import RPCError, RPCStatusCode
@@ -65,6 +68,29 @@ class CurrentOnStart(Worker):
             await asyncio.sleep(POLL_REGISTERED_S)
 
 
+class CurrentIfNone(CurrentOnStart):
+    """A versioned worker made current only on a deployment that has no current version yet (a
+    deploy that brings up the new version's workers and leaves the old one current)."""
+
+    async def _make_current(self, polling: asyncio.Task[None]) -> None:
+        deployment = self.config().get("deployment_config")
+        assert deployment is not None
+        try:
+            described = await self.client.workflow_service.describe_worker_deployment(
+                DescribeWorkerDeploymentRequest(
+                    namespace=self.client.namespace,
+                    deployment_name=deployment.version.deployment_name,
+                )
+            )
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+        else:
+            if described.worker_deployment_info.routing_config.current_deployment_version.build_id:
+                return
+        await super()._make_current(polling)
+
+
 LATE = (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.UNAVAILABLE)
 POLL_REGISTERED_S = 0.1  # how often to ask again while the server has not had the poll
 # The call runs the deployment's own workflow on the server: in the suite's load it outran the
@@ -73,13 +99,18 @@ POLL_REGISTERED_S = 0.1  # how often to ask again while the server has not had t
 SET_CURRENT_TIMEOUT = timedelta(seconds=30)
 
 
-async def pinned_worker(client: Client, task_queue: str, workflow: type, build_id: str) -> Worker:
-    """A worker of version `build_id` of the task queue's deployment, every run pinned."""
+async def pinned_worker(
+    client: Client, task_queue: str, workflow: type, build_id: str, *, current: bool = True
+) -> Worker:
+    """A worker of version `build_id` of the task queue's deployment, every run pinned; made
+    the current version once it polls (`current=False`: only if there is none, as a deploy
+    that forgot to make it current)."""
     config = WorkerDeploymentConfig(
         version=WorkerDeploymentVersion(deployment_name=task_queue, build_id=build_id),
         use_worker_versioning=True,
         default_versioning_behavior=VersioningBehavior.PINNED,
     )
+    worker_class = CurrentOnStart if current else CurrentIfNone
     return await order_worker(
-        client, task_queue, workflow, worker_class=CurrentOnStart, deployment_config=config
+        client, task_queue, workflow, worker_class=worker_class, deployment_config=config
     )

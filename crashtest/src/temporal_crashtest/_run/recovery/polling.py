@@ -20,7 +20,10 @@ from temporalio.api.enums.v1 import (
 )
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflow.v1 import PendingActivityInfo
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.api.workflowservice.v1 import (
+    DescribeTaskQueueRequest,
+    DescribeWorkerDeploymentRequest,
+)
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowHandle, WorkflowHistory
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -34,6 +37,10 @@ from temporal_crashtest._worker.task_failures import DEADLOCK, with_likely_cause
 # Agent's cell on a loaded machine: its worker said it polls, and its first poll reached the
 # server later still (a false "no worker takes workflow tasks").
 NO_POLLER_GRACE_S = 20.0
+# A run on its way to a version whose workers are gone moves once the deploy makes another
+# version current, which the pinned example's worker took over 20 s to do on a loaded machine
+# (the call runs the deployment's own workflow): given this long while its version is current.
+ON_ITS_WAY_GRACE_S = 60.0
 # Failures of an activity attempt that the worker's set-up makes, not the activity's code: no
 # retry can get past them.
 SET_UP_WRONG = ("failed decoding arguments", "is not registered on this worker")
@@ -224,7 +231,9 @@ async def progress_of(
                 )
         # Held by Worker Versioning on a version whose workers are gone: the cause, whatever
         # polls the queue (a loaded server can show no poller of the live version for a while).
-        if ready_for_s is not None and (pinned := _pinned_elsewhere(run, build_id, ready_for_s)):
+        if ready_for_s is not None and (
+            pinned := await _pinned_elsewhere(client, run, build_id, ready_for_s)
+        ):
             return Stuck(pinned)
         if (unpolled := await _unpolled(client, run, ready_for_s, queues)) is not None:
             return unpolled
@@ -320,32 +329,56 @@ async def _unpolled(
     )
 
 
-def _pinned_elsewhere(run: OpenRun, build_id: str | None, ready_for_s: float) -> str | None:
+async def _pinned_elsewhere(
+    client: Client, run: OpenRun, build_id: str | None, ready_for_s: float
+) -> str | None:
     """Why the run hangs if Worker Versioning holds it on a version whose workers are gone (the
     live worker, the only one left after a kill, is of version `build_id`, ready `ready_for_s`
-    ago): pinned to it, or moving to it (a first workflow task the old version took and never
-    finished) past the grace. Temporal gives a pinned run's tasks to that version's workers
-    only, so it waits for one, Running, however long; a run on its way moves to the version made
-    current after it, which the live one is once its poll has reached the server (a deploy)."""
+    ago): pinned to it; or on its way to it (a first workflow task the old version took and
+    never finished) while it is still its deployment's current version, past ON_ITS_WAY_GRACE_S.
+    Temporal gives a pinned run's tasks to that version's workers only, so it waits for one,
+    Running, however long; a run on its way moves to the version made current after it (a
+    deploy), which may take the deploy a while."""
     info = run.description.raw_description.workflow_execution_info.versioning_info
     if info.behavior == PINNED:
-        held = info.deployment_version
-        how = "pinned to"
-    elif ready_for_s > NO_POLLER_GRACE_S:  # its first task went to a worker that died with it
-        held = info.version_transition.deployment_version
-        how = "on its way to"
+        held, how = info.deployment_version, "pinned to"
+    elif ready_for_s > ON_ITS_WAY_GRACE_S:  # its first task went to a worker that died with it
+        held, how = info.version_transition.deployment_version, "on its way to"
     else:
         return None
     if not held.build_id or held.build_id == build_id:
         return None
+    fix = (
+        "keep the old version's workers until its pinned runs end, or move them (temporal "
+        "workflow update-options --versioning-override-behavior auto_upgrade)"
+    )
+    if how == "on its way to":
+        if await _current_build_id(client, held.deployment_name) not in (held.build_id, ""):
+            return None  # another version was made current: the server moves the run to it
+        fix = (
+            f"{held.build_id} is still the deployment's current version: make the new one "
+            "current once its workers poll (temporal worker deployment set-current-version), "
+            "or keep the old version's workers"
+        )
     return (
         f"hanging: the run is {how} version {held.build_id} of Worker Deployment "
         f"{held.deployment_name} and no worker of it is left (the worker that took over is "
         f"{build_id or 'unversioned'}): Temporal gives its tasks to {held.build_id}'s workers "
-        "only, so in production it stays Running until one polls again; keep the old version's "
-        "workers until its pinned runs end, or move them (temporal workflow update-options "
-        "--versioning-override-behavior auto_upgrade)"
+        f"only, so in production it stays Running until one polls again; {fix}"
     )
+
+
+async def _current_build_id(client: Client, deployment: str) -> str:
+    """The build id of the deployment's current version ("": none, or no such deployment)."""
+    try:
+        described = await client.workflow_service.describe_worker_deployment(
+            DescribeWorkerDeploymentRequest(namespace=client.namespace, deployment_name=deployment)
+        )
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return ""
+        raise
+    return described.worker_deployment_info.routing_config.current_deployment_version.build_id
 
 
 def run_now(description: WorkflowExecutionDescription) -> datetime:
