@@ -272,12 +272,16 @@ class BothWays:
             listed_here = {u["boundary"].split(" ")[0] for u in grouped[1].get("untested", [])}
             # A point only one side made where the two references ended differently after their
             # last boundary (in the task that took its result, or not: timing), the other side
-            # listing it as not tested: it must pass where it was made (as `assert_agree`).
-            timing = {p for p in only_here if p in untested and row.in_process[p]}
+            # listing it as not tested: it must pass where it was made (as `assert_agree`), or
+            # say it could not be run (a machine too loaded: no verdict).
+            no_verdict = errored(wire, set(row.on_the_wire)) | errored(grouped, set(row.in_process))
+            timing = {
+                p for p in only_here if p in untested and (row.in_process[p] or p in no_verdict)
+            }
             timing |= {
                 p
                 for p in row.on_the_wire.keys() - row.in_process.keys()
-                if p in listed_here and row.on_the_wire[p]
+                if p in listed_here and (row.on_the_wire[p] or p in no_verdict)
             }
             not_off = {p for p in only_here - timing if not OFF_THE_WIRE.match(p)}
             only_there = row.on_the_wire.keys() - row.in_process.keys() - timing

@@ -575,18 +575,33 @@ def test_a_saga_whose_step_fails_until_its_window_closes(shapes: BothWays) -> No
     """Temporal's saga sample: the bank account fails on every attempt until its 8 s
     schedule-to-close window closes, then the saga undoes what it did and fails. Its point
     after its "effect" is its last failure (no attempt follows it): reached, and ✓ (production
-    fails it all the same); unkeyed, every step and undo repeats."""
+    fails it all the same); unkeyed, every step and undo repeats. On a loaded machine its third
+    attempt may come past the window: the run without a crash then ends the activity by its
+    timeout, and the point is not tested ("it never returned ... (it timed out)"), not ✗."""
     done, keyed = shapes["saga-keyed"]
     assert done.returncode == 0, done.stdout + done.stderr
     assert keyed["reference_end"] == "failed: ApplicationError: add bank account failed for acme"
-    assert cells(keyed)["after-effect:3"]["matches"], keyed["cells"]
+    bank = _bank_account(keyed)
+    assert bank is None or bank["matches"], keyed["cells"]
     report = assert_caught(
         shapes["saga-unkeyed"],
         {"after-effect:1", "after-effect:2", "after-effect:4", "after-effect:5"},
         "effects: 4 → 5 entries",
     )
-    bank = cells(report)["after-effect:3"]
-    assert bank["matches"] and "schedule-to-close timeout 8.0 s" in " ".join(bank["waited_on"])
+    bank = _bank_account(report)
+    assert bank is None or (
+        bank["matches"] and "schedule-to-close timeout 8.0 s" in " ".join(bank["waited_on"])
+    ), bank
+
+
+def _bank_account(report: dict[str, Any]) -> dict[str, Any] | None:
+    """The saga's cell after the bank account's last failure; None where the run without a
+    crash saw its window close first (a loaded machine), which lists it as not tested."""
+    if (cell := cells(report).get("after-effect:3")) is not None:
+        return cell
+    why = {u["boundary"]: u["why"] for u in report["untested"]}
+    assert "(it timed out)" in why["after-effect:3 (add_bank_account)"], why
+    return None
 
 
 def test_a_run_cancelled_by_design(shapes: BothWays) -> None:
