@@ -26,7 +26,7 @@ from temporal_crashtest._history.load import (
 )
 from temporal_crashtest._history.tree import Tree, read_tree
 from temporal_crashtest._plan.reference import CellPoint, Reference
-from temporal_crashtest._run.recovery.fastforward import SHORT_TASK_TIMEOUT
+from temporal_crashtest._run.recovery.fastforward import LEFT_TO_ITS_TIMEOUT, SHORT_TASK_TIMEOUT
 from temporal_crashtest._run.recovery.kills import (
     DEFAULT_TASK_TIMEOUT_S,
     Kill,
@@ -237,7 +237,8 @@ async def crashed_run(
     recovery = read_waits(
         tree, this.kills, one, reference, short, fast, this.lost_ended, len(outcome.overran)
     )
-    recovery = replace(recovery, unexplained=recovery.unexplained + this.refused())
+    late = sum(1 for line in outcome.fast_forward if line.startswith(LEFT_TO_ITS_TIMEOUT))
+    recovery = replace(recovery, unexplained=recovery.unexplained + this.refused() + late)
     return replace(outcome, recovery_s=ended_at - this.kills[0].seen_at, recovery=recovery)
 
 
