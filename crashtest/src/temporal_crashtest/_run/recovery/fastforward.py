@@ -221,7 +221,7 @@ async def end_held(
 # An attempt no retry follows that had ended before its timeout could be shortened: on a loaded
 # machine, by its own start-to-close while the crash test was late (the saga's bank account then
 # failed with a TimeoutError, where production, timed for real, fails it by its window with its
-# ApplicationError): the run did not go production's way, as load's doing (`Outcome.overran`).
+# ApplicationError): the run did not go production's way, one of load's marks (`crashed_run`).
 LEFT_TO_ITS_TIMEOUT = "an attempt no retry follows is left to its timeout"
 _TIMEOUT_FIELDS = {
     "heartbeat": "heartbeat_timeout",
