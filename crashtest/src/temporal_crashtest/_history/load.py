@@ -83,10 +83,21 @@ def longest_workflow_task_s(runs: list[RunHistory]) -> float:
 
 
 def timeouts_without_a_kill(runs: list[RunHistory]) -> int:
-    """In runs nobody killed a worker of: the activity attempts a timeout ended (a retry after a
-    heartbeat or start-to-close timeout, or a last attempt: `timed_out_last`), and the workflow
-    tasks that timed out. A live worker's heartbeat or task late on a loaded machine (or a
-    workflow whose activities time out by design)."""
+    """In runs nobody killed a worker of: the activity attempts a timeout ended
+    (`activity_timeouts`), and the workflow tasks that timed out. A live worker's heartbeat or
+    task late on a loaded machine (or a workflow whose activities time out by design)."""
+    tasks = sum(
+        e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT
+        for run in runs
+        for e in run.history.events
+    )
+    return activity_timeouts(runs) + tasks
+
+
+def activity_timeouts(runs: list[RunHistory]) -> int:
+    """The activity attempts a timeout ended: a retry after a heartbeat or start-to-close
+    timeout, or a last attempt (`timed_out_last`). In a run whose kills held no attempt (a wait
+    cell's: killed while the run waits, nothing in flight), each is load's."""
     count = len(timed_out_last(runs))
     for run in runs:
         for e in run.history.events:
@@ -95,8 +106,6 @@ def timeouts_without_a_kill(runs: list[RunHistory]) -> int:
                 count += started.attempt > 1 and started.last_failure.HasField(
                     "timeout_failure_info"
                 )
-            elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
-                count += 1
     return count
 
 

@@ -182,17 +182,21 @@ class Runner:
         marked in every rerun could not be run as designed (`Outcome.failed`)."""
         what = re.sub(r"[^\w-]", "-", point.crash_at if point else "none")
         ids = (self._workflow_id(what) for _ in itertools.count())
-        if point is not None and point.moment.kills_while_waiting:
-            return await wait_run(self.session, point, next(ids))
-        if point is not None and not point.moment.kills_a_worker:
+        waiting = point is not None and point.moment.kills_while_waiting
+        if point is not None and not point.moment.kills_a_worker and not waiting:
             return await reset_run(self.session, point, next(ids))
         stages = [point] * point.repeat if point else []
-        outcome = await through_load(
-            lambda workflow_id, shorten: crashed_run(
-                self.session, stages, workflow_id, reference, shorten
-            ),
-            ids,
-        )
+        if point is not None and waiting:
+            outcome = await through_load(
+                lambda workflow_id, _: wait_run(self.session, point, workflow_id), ids
+            )
+        else:
+            outcome = await through_load(
+                lambda workflow_id, shorten: crashed_run(
+                    self.session, stages, workflow_id, reference, shorten
+                ),
+                ids,
+            )
         if outcome.ran and outcome.recovery.unexplained:
             return replace(outcome, failed=TOO_LOADED)
         return outcome

@@ -12,6 +12,7 @@ import time
 from temporalio.api.enums.v1 import EventType
 
 from temporal_crashtest._errors import CellFailed
+from temporal_crashtest._history.load import activity_timeouts
 from temporal_crashtest._history.timers import ACTIVITY_CLOSED, TimerWait
 from temporal_crashtest._history.tree import RunHistory, read_tree
 from temporal_crashtest._history.waits import Wait
@@ -63,13 +64,18 @@ async def wait_run(session: Session, point: CellPoint, workflow_id: str) -> Outc
                 "the worker exited before the run ended: " + session.workers.last_line(after)
             )
         recovery_s = time.monotonic() - killed_at
+        tree = read_tree(await session.histories(run.handle), frozenset({queue}))
         return Outcome(
             workflow_id=workflow_id,
             handle=run.handle,
             end=run.ending(),
-            tree=read_tree(await session.histories(run.handle), frozenset({queue})),
+            tree=tree,
             recovery_s=recovery_s,
-            recovery=Recovery(waited_on=_waited_on(point.wait, first, skipped)),
+            # The kill held no attempt: one a timeout ended is a live worker's, late (load).
+            recovery=Recovery(
+                waited_on=_waited_on(point.wait, first, skipped),
+                unexplained=activity_timeouts(tree.runs),
+            ),
         )
     except CellFailed as err:
         return Outcome(workflow_id=workflow_id, handle=run.handle if run else None, failed=str(err))
