@@ -93,12 +93,6 @@ class ArgumentParser(argparse.ArgumentParser):
 SKIPPED_SPAN = timedelta(hours=1)  # a run longer than this in workflow time says how long
 
 
-def workflow_time_text(span: timedelta, seconds: float) -> str:
-    """How much workflow time a run covered in how many seconds ("7 days in 1.1 s"), once time
-    skipping made it more than SKIPPED_SPAN; "" below it (the wall's time says it)."""
-    return f"{span_text(span)} in {seconds:.1f} s" if span > SKIPPED_SPAN else ""
-
-
 def span_text(span: timedelta) -> str:
     """A span of (workflow) time in the unit it is best read in: "7 days", "3 hours", "5 s"."""
     seconds = span.total_seconds()

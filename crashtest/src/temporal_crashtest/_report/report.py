@@ -17,7 +17,7 @@ from temporal_crashtest._text import (
     json_bytes,
     markdown_cell,
     shown,
-    workflow_time_text,
+    span_text,
 )
 
 WORKFLOW_TIME = "workflow time (time skipping)"  # the column, when a run skipped past an hour
@@ -79,8 +79,10 @@ class Cell:
         return span if span > SKIPPED_SPAN else None
 
     def workflow_time_text(self) -> str:
-        """ "7 days in 1.1 s" for a run time skipping took past an hour of workflow time."""
-        return workflow_time_text(timedelta(seconds=self.workflow_s), self.seconds)
+        """ "7 days in 1.1 s" for a run time skipping took past an hour of workflow time; ""
+        below it (the wall's time says it)."""
+        span = self.skipped()
+        return f"{span_text(span)} in {self.seconds:.1f} s" if span else ""
 
     def recovery_text(self) -> str:
         if self.group > 1:
