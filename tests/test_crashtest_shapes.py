@@ -174,6 +174,9 @@ RUNS: dict[str, list[str]] = {
         "--drive",
         "examples.shapes.waits:approve",
     ),
+    "trial-keyed": shape(
+        "waits", "keyed_worker", "TrialNotes", {"user": "ada"}, "--points", "wait:2,wait:3"
+    ),
     "daily-job": shape(
         "waits", "keyed_worker", "DailyJob", "ada", "--deadline-s", "15", "--horizon-days", "3"
     ),
@@ -266,7 +269,7 @@ GROUPED_ONLY = frozenset(
     f"{shape}-keyed"
     for shape in ("local", "child", "approval", "conversation", "retries", "optional",
                   "declined", "cancelled", "mark", "kinds", "chain", "two-queues", "watched",
-                  "saga", "reminder", "approval-3-days")
+                  "saga", "reminder", "approval-3-days", "trial")
 ) | {"mark-one-transaction", "mark-unkeyed-boundaries", "kinds-unkeyed",
      "approval-undriven", "chain-naive", "broken", "approval-3-days-driven-unkeyed",
      "daily-job"}  # fmt: skip
@@ -404,6 +407,19 @@ def test_workflows_that_wait_days_take_no_real_time(shapes: BothWays) -> None:
     assert re.search(r"\] wait:2 .* ✓ +[\d.]+ s, 7 days of workflow time", said), said
     table = shapes["reminder-keyed"][0].stdout
     assert re.search(r"(^|\n)(after-)?effect:\S+ .* 7 days in [\d.]+ s ", table), table
+    # A wait with a timer on the way, in the chain's second run: skipped up to it, then as above.
+    done, trial = shapes["trial-keyed"]
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert trial["activities"] == [
+        "run 1: create_account", "run 1: send_reminder", "run 2: end_trial"
+    ]  # fmt: skip
+    assert trial["reference"] == {
+        "effects": ["account of ada", "reminder to ada", "trial of ada ended"]
+    }, trial["reference"]
+    assert {p: c["matches"] for p, c in cells(trial).items()} == {"wait:2": True, "wait:3": True}
+    ended = cells(trial)["wait:3"]
+    assert ended["activity"] == "run 2: end_trial, after a timer of 7 days", ended
+    assert ended["workflow_s"] >= 2 * WEEK_S > ended["seconds"], ended
     keyed = assert_clean(shapes["approval-3-days-keyed"], ["cancel_order"])
     assert keyed["reference"] == {"effects": ["cancelled milk"]}, keyed["reference"]
     assert_caught(shapes["approval-3-days-unkeyed"], {"after-effect:1"}, "effects: 1 → 2 entries")

@@ -1,6 +1,7 @@
 """Workflows that wait, as most real ones do: a sign-up whose reminder goes out a week later
 (`WeekReminder`), an order that waits three days for a person's approval and is cancelled if
-none comes (`ApprovalWithin3Days`; crashtest's drive `approve` approves it), and a daily job
+none comes (`ApprovalWithin3Days`; crashtest's drive `approve` approves it), a trial whose end is
+noted a week after its reminder, in the next run of its chain (`TrialNotes`), and a daily job
 that never ends (`DailyJob`), which time skipping follows only to its horizon.
 
 crashtest starts every run with Temporal's time skipping where the server allows it: a week's
@@ -34,8 +35,15 @@ class WaitingActivities:
     def __init__(self, pool: AsyncConnectionPool, *, keyed: bool) -> None:
         self.pool, self.keyed = pool, keyed
 
-    async def _record(self, what: str) -> None:
-        await record(self.pool, what, workflow_key() if self.keyed else None)
+    async def _record(self, what: str, run: str = "") -> None:
+        """Keyed `{workflow_id}:{activity_id}`, with the run's place in its chain (`run`) after
+        the first: activity ids start again at 1 in each run of a continue-as-new chain."""
+        key = (
+            workflow_key()
+            if not run
+            else f"{activity.info().workflow_id}:{run}:{activity.info().activity_id}"
+        )
+        await record(self.pool, what, key if self.keyed else None)
 
     @activity.defn
     async def create_account(self, user: str) -> None:
@@ -50,6 +58,10 @@ class WaitingActivities:
         await self._record(f"welcome to {user}")
 
     @activity.defn
+    async def end_trial(self, user: str) -> None:
+        await self._record(f"trial of {user} ended", run="trial-end")
+
+    @activity.defn
     async def place_order(self, order: str) -> None:
         await self._record(f"order {order}")
 
@@ -62,6 +74,7 @@ class WaitingActivities:
             self.create_account,
             self.send_welcome,
             self.send_reminder,
+            self.end_trial,
             self.place_order,
             self.cancel_order,
         ]
@@ -74,6 +87,26 @@ class WeekReminder:
         await workflow.execute_activity_method(WaitingActivities.create_account, user, **OPTIONS)
         await workflow.sleep(A_WEEK)
         await workflow.execute_activity_method(WaitingActivities.send_reminder, user, **OPTIONS)
+
+
+@workflow.defn
+class TrialNotes:
+    """A two-week trial: the account, a reminder a week later, then — continued as new, as a
+    long-lived run keeps its history short — the trial's end a week after that. Its second wait
+    is in the chain's second run, after a timer the first run waited on."""
+
+    @workflow.run
+    async def run(self, trial: dict[str, Any]) -> None:
+        user = str(trial["user"])
+        if not trial.get("reminded"):
+            await workflow.execute_activity_method(
+                WaitingActivities.create_account, user, **OPTIONS
+            )
+            await workflow.sleep(A_WEEK)
+            await workflow.execute_activity_method(WaitingActivities.send_reminder, user, **OPTIONS)
+            workflow.continue_as_new({"user": user, "reminded": True})
+        await workflow.sleep(A_WEEK)
+        await workflow.execute_activity_method(WaitingActivities.end_trial, user, **OPTIONS)
 
 
 @workflow.defn
@@ -137,7 +170,7 @@ async def _worker(client: Client, task_queue: str, keyed: bool) -> Worker:
     return await shape_worker(
         client,
         task_queue,
-        [WeekReminder, ReminderAfter, ApprovalWithin3Days, DailyJob],
+        [WeekReminder, TrialNotes, ReminderAfter, ApprovalWithin3Days, DailyJob],
         lambda pool: WaitingActivities(pool, keyed=keyed).all(),
     )
 

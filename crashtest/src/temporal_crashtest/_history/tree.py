@@ -27,7 +27,7 @@ from temporalio.client import WorkflowHistory
 
 from temporal_crashtest._history.attempts import DEFAULT_BACKOFF
 from temporal_crashtest._points.points import Untested
-from temporal_crashtest._points.sites import STAMP_HEADER, decode_stamp
+from temporal_crashtest._points.sites import STAMP_HEADER, decode_stamp, in_the_root_chain
 
 LOCAL_ACTIVITY_MARKER = "core_local_activity"
 UNSEEN_REQUEST = (
@@ -165,7 +165,7 @@ class Tree:
         later task between). Otherwise a kill there is a crash point like any other: the run
         still had work to do."""
         run = self.run(b.scope)
-        chain = [r for r in self.runs if "/" not in r.scope]  # the root's runs, in order
+        chain = [r for r in self.runs if in_the_root_chain(r.scope)]  # in order
         if run is None or b.local or not chain or run is not chain[-1]:
             return False
         events = list(run.history.events)

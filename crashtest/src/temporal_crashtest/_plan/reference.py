@@ -21,7 +21,7 @@ from temporal_crashtest._history.tree import (
 )
 from temporal_crashtest._plan.compare import differences
 from temporal_crashtest._points.points import CrashPoint, Moment, Untested, effect_label
-from temporal_crashtest._points.sites import ROOT_SCOPE, CrashSite
+from temporal_crashtest._points.sites import CrashSite, in_the_root_chain
 from temporal_crashtest._text import span_text
 
 
@@ -172,8 +172,7 @@ class Reference:
                     points += [CellPoint(moment, b, repeat, k) for k in effects]
                     continue
                 if moment.kills_while_waiting:  # only where the run waited: no line elsewhere
-                    wait = timer_before(self.tree, b) if b.scope == ROOT_SCOPE else None
-                    if wait is not None:
+                    if (wait := timer_before(self.tree, b)) is not None:
                         points.append(CellPoint(moment, b, wait=wait))
                     continue
                 why = self.unreachable(moment, b)
@@ -240,12 +239,13 @@ class Reference:
                 f"unknown crash point {text!r}: no boundary is named {point.text!r}; "
                 f"its activities: {known} (or a position 1..{len(self.boundaries)})"
             )
-        if point.moment.kills_while_waiting and found.scope != ROOT_SCOPE:
+        if point.moment.kills_while_waiting and not in_the_root_chain(found.scope):
             raise CrashPointError(
-                f"{text}: {found.label} is not in the root workflow's first run; crashtest kills "
-                "a worker while the root's first run waits"
+                f"{text}: {found.label} is in a child workflow, which its parent's run waits on "
+                "with the child in flight; crashtest kills a worker while a run of the root's "
+                "chain waits"
             )
-        if not point.moment.kills_a_worker and "/" in found.scope:
+        if not point.moment.kills_a_worker and not in_the_root_chain(found.scope):
             raise CrashPointError(
                 f"{text}: {found.label} is in a child workflow; an operator resets the root "
                 "workflow (reset a boundary of the root, before the child was started)"

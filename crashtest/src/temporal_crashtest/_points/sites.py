@@ -147,6 +147,12 @@ def decode_scope(payload: Payload | None) -> Scope | None:
         return None
 
 
+def in_the_root_chain(scope: str) -> bool:
+    """Whether `scope` is a run of the root's chain (its first run, or one it continued as), not
+    of a child's."""
+    return "/" not in scope
+
+
 def next_run(scope: str) -> str:
     head, _, run = scope.rpartition("@")
     return f"{head}@{int(run) + 1}"

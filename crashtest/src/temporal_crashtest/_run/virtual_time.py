@@ -104,17 +104,16 @@ async def clock_ahead(handle: WorkflowHandle[Any, Any]) -> str:
     )
 
 
-async def skip_from_now(
-    client: Client, handle: WorkflowHandle[Any, Any], horizon: timedelta
-) -> None:
-    """Turn time skipping on for a run started without it (up to `horizon`): its pending timers
-    fire as soon as nothing of it is in flight."""
+async def skip_from_now(client: Client, handle: WorkflowHandle[Any, Any], ahead: timedelta) -> None:
+    """Turn time skipping on for a run started without it (or whose skipping stopped), until its
+    clock is `ahead` of where it is now: its pending timers fire as soon as nothing of it is in
+    flight. Asked of the chain's current run (a continue-as-new's later one, too)."""
     await client.workflow_service.update_workflow_execution_options(
         UpdateWorkflowExecutionOptionsRequest(
             namespace=client.namespace,
-            workflow_execution=WorkflowExecution(workflow_id=handle.id, run_id=handle.run_id or ""),
+            workflow_execution=WorkflowExecution(workflow_id=handle.id),
             workflow_execution_options=WorkflowExecutionOptions(
-                time_skipping_config=skipping(horizon)
+                time_skipping_config=skipping(ahead)
             ),
             update_mask=FieldMask(paths=["time_skipping_config"]),
         )

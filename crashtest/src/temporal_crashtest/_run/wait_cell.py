@@ -1,8 +1,10 @@
-"""A wait cell: the run starts without time skipping and goes on until it waits on the timer
-before its boundary, nothing in flight; crashtest SIGKILLs the worker there, starts the next
-one (in a deploy test, of the version deployed: the run that fell asleep on the old code wakes
-on the new), and turns time skipping on, so that the timer fires at once; the next worker takes
-the run when it does. Without time skipping the timer takes its real time."""
+"""A wait cell: the run starts without time skipping (or, with timers on its way, skipping until
+just short of where the run without a crash started the timer: `TimerWait.skip_until`) and goes
+on until it waits on the timer before its boundary, nothing in flight; crashtest SIGKILLs the
+worker there, starts the next one (in a deploy test, of the version deployed: the run that fell
+asleep on the old code wakes on the new), and turns time skipping on, so that the timer fires at
+once; the next worker takes the run when it does. Without time skipping the timer takes its real
+time."""
 
 from __future__ import annotations
 
@@ -17,7 +19,6 @@ from temporal_crashtest._history.timers import ACTIVITY_CLOSED, TimerWait
 from temporal_crashtest._history.tree import RunHistory, read_tree
 from temporal_crashtest._history.waits import Wait
 from temporal_crashtest._plan.reference import CellPoint
-from temporal_crashtest._points.sites import ROOT_SCOPE
 from temporal_crashtest._run.cell import Outcome
 from temporal_crashtest._run.recovery.kills import Recovery
 from temporal_crashtest._run.recovery.waiting import until_one_ends
@@ -44,8 +45,10 @@ async def wait_run(session: Session, point: CellPoint, workflow_id: str) -> Outc
     run: Started | None = None
     try:
         run = await session.start(workflow_id, queue, skip=False)
+        if session.horizon is not None and point.wait.skip_until is not None:
+            await skip_from_now(session.client, run.handle, point.wait.skip_until)
         try:
-            await _until_waiting(session, run, first, point.wait, deadline)
+            await _until_waiting(session, run, first, point, deadline)
         except _NeverWaited as err:
             return Outcome(workflow_id=workflow_id, handle=run.handle, not_reached=str(err))
         await session.workers.kill(first)
@@ -86,10 +89,12 @@ async def wait_run(session: Session, point: CellPoint, workflow_id: str) -> Outc
 
 
 async def _until_waiting(
-    session: Session, run: Started, worker: Worker, wait: TimerWait, deadline: float
+    session: Session, run: Started, worker: Worker, point: CellPoint, deadline: float
 ) -> None:
-    """Until the root's first run has started the timer, which has not fired, and no activity of
-    it is in flight."""
+    """Until the boundary's run (of the root's chain) has started the timer, which has not
+    fired, and no activity of it is in flight."""
+    assert point.wait is not None
+    wait, scope = point.wait, point.boundary.scope
     exited = asyncio.ensure_future(worker.child.wait())
     try:
         while True:
@@ -97,10 +102,8 @@ async def _until_waiting(
                 raise CellFailed(
                     "the worker exited before the run waited: " + session.workers.last_line(worker)
                 )
-            root = next(
-                (r for r in await session.histories(run.handle) if r.scope == ROOT_SCOPE), None
-            )
-            if root is not None and (why := _waiting(root, wait)) is not None:
+            found = next((r for r in await session.histories(run.handle) if r.scope == scope), None)
+            if found is not None and (why := _waiting(found, wait)) is not None:
                 if why == "":
                     return
                 raise _NeverWaited(why)

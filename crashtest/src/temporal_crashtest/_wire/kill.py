@@ -20,7 +20,7 @@ from temporalio.api.workflowservice.v1 import (
 
 from temporal_crashtest._history.attempts import REPORT_LATE, failure_retried
 from temporal_crashtest._history.tree import LOCAL_ACTIVITY_MARKER
-from temporal_crashtest._points.sites import CrashSite
+from temporal_crashtest._points.sites import CrashSite, in_the_root_chain
 from temporal_crashtest._process_groups import kill_group
 from temporal_crashtest._wire.scopes import RunScopes
 from temporal_crashtest._wire.status import WireStatus
@@ -113,7 +113,7 @@ class KillAtSite(WireStatus):
     async def _in_scope(self, workflow_id: str, run_id: str) -> bool:
         """Whether the run is the site's: in this test's run, at its place in the tree (the
         root's chain is the test's workflow id; a child has an id of its own)."""
-        in_the_chain = "/" not in self.site.scope
+        in_the_chain = in_the_root_chain(self.site.scope)
         if (workflow_id == self.workflow_id) != in_the_chain:
             return False
         return await self.scopes.of(workflow_id, run_id) == self.site.scope
