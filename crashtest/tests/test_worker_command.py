@@ -10,6 +10,7 @@ before anything starts."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -103,9 +104,9 @@ def _notes_run(
 def verdicts(
     temporal_address: str, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[tuple[str, bool], tuple[int, dict[str, Any]]]:
-    """Each worker's crash test, unkeyed and keyed, and the deploys (keyed), AT_ONCE at a time:
-    (exit code, JSON report). Where node is missing, the TypeScript ones are not run (their
-    tests skip)."""
+    """Each worker's crash test, unkeyed and keyed, and the deploys (keyed), AT_ONCE at a time,
+    the next as one ends: (exit code, JSON report). Where node is missing, the TypeScript ones
+    are not run (their tests skip)."""
     out = tmp_path_factory.mktemp("worker-command")
     node = shutil.which("node") is not None
     every = [(kind, keyed) for kind in WORKERS for keyed in (False, True)]
@@ -113,17 +114,18 @@ def verdicts(
     every += [("tree-typescript", False), ("tree-typescript", True)]
     every += [("tree-python-in-process", False)]
     every = [(k, keyed) for k, keyed in every if node or not k.startswith(NEEDS_NODE)]
-    done = {}
-    for at in range(0, len(every), AT_ONCE):
-        started = {
-            (kind, keyed): _notes_run(kind, keyed, temporal_address, out)
-            for kind, keyed in every[at : at + AT_ONCE]
-        }
-        for key, (proc, report) in started.items():
+
+    def verdict(kind: str, keyed: bool) -> tuple[int, dict[str, Any]]:
+        proc, report = _notes_run(kind, keyed, temporal_address, out)
+        try:
             output, _ = proc.communicate(timeout=MODULE_BUDGET_S)
-            assert report.exists(), output
-            done[key] = (proc.returncode, json.loads(report.read_text()))
-    return done
+        finally:
+            proc.kill()  # ended already, but for a crash test past the budget
+        assert report.exists(), output
+        return proc.returncode, json.loads(report.read_text())
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=AT_ONCE) as pool:
+        return dict(zip(every, pool.map(lambda run: verdict(*run), every), strict=True))
 
 
 def failing(report: dict[str, Any]) -> set[str]:
