@@ -14,6 +14,7 @@ import concurrent.futures
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -188,12 +189,27 @@ def test_a_deploy_of_worker_commands_while_a_run_sleeps(
     code, report = verdicts[("asleep-v2", True)]
     by_point = {c["crash_at"]: c for c in report["cells"]}
     assert code == 1 and failing(report) == {"after-effect:1", "after-checkpoint:1", "wait:2"}
-    assert all("Nondeterminism" in by_point[p]["diff"] for p in failing(report)), by_point
+    for point in failing(report):
+        assert _stuck_on_v2(by_point[point]["diff"]), (point, by_point[point])
     assert by_point["wait:2"]["activity"] == "writeNote#2 (eggs), after a timer of 24 hours"
     assert by_point["in-task:1"]["observed"] == ["MILK", "eggs"], by_point["in-task:1"]
     code, report = verdicts[("asleep-v2-patched", True)]
     assert code == 0 and failing(report) == set(), report["cells"]
     assert len(report["cells"]) == 4, report["cells"]
+
+
+def _stuck_on_v2(diff: str) -> bool:
+    """The run is stuck on version 2: its workflow task failed with the nondeterminism error,
+    or — where version 2's worker first took the task on a retry (seen once, after-checkpoint:1
+    in a quiet suite; not again in 16 crash tests of that point alone) — retried at its deadline:
+    the TypeScript SDK does not report a retried task's failure (docs/time.md), so nothing
+    names the error."""
+    return "[TMPRL1100] Nondeterminism error" in diff or bool(
+        re.search(
+            r"^no result within [\d.]+ s; the run is running; its workflow task, attempt (?!1,)\d+",
+            diff,
+        )
+    )
 
 
 @pytest.mark.servers
