@@ -278,8 +278,9 @@ GROUPED_ONLY = frozenset(
 EXACT_ONLY = {"reset-keyed", "reset-run-keyed"}
 # Started first, so that none of them is what the module waits on at its end: each of their
 # crash tests took 61-101 s, in a pool where most take 20-40 s. Not the saga's (48-106 s): its
-# attempts race their 4 s start-to-close, and started at the pool's busiest, beside eight busy
-# loops, one of its points was ✗ by a live attempt's timeout (in its place, late, it passes).
+# attempts race their 4 s start-to-close, and beside eight busy loops its after-effect:3 was ✗
+# after a retry production would not make (started first: --exact; in its place: on the wire);
+# the pool's busiest moment would only add to that.
 SLOWEST = frozenset({"parallel-unkeyed", "parallel-keyed"})
 # Run on the wire too (grouped, crashtest's Python worker as a worker command, killed through
 # the proxy): every shape whose points can fail, against its grouped run in process. Not the
